@@ -1,0 +1,225 @@
+// Command edgeplane is the self-hosted server for the Edge Ingress Management API.
+//
+//	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL]
+//	edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
+//	edgeplane version
+//
+// Every flag can also come from the environment (EDGEPLANE_LISTEN, EDGEPLANE_DB,
+// EDGEPLANE_BASE_URL); a flag given on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/server"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; otherwise it comes from the
+// module's build information.
+var version = ""
+
+// Timeouts of the HTTP server: a slow or stalled client cannot hold a connection forever, and a
+// shutdown waits a bounded time for requests in flight.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 15 * time.Second
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "edgeplane:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL]
+  edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
+  edgeplane version`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "apikey":
+		if len(args) < 2 || args[1] != "create" {
+			return errors.New(usage)
+		}
+		return apikeyCreate(ctx, args[2:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "edgeplane", versionString())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// env returns the environment variable's value, or def when it is unset or empty.
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("edgeplane "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	listen := fs.String("listen", env("EDGEPLANE_LISTEN", "127.0.0.1:8080"), "address to listen on (env EDGEPLANE_LISTEN)")
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path or sqlite:PATH (env EDGEPLANE_DB)")
+	baseURL := fs.String("base-url", env("EDGEPLANE_BASE_URL", ""), "public base URL used in every uri (env EDGEPLANE_BASE_URL; default http://<listen address>)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := bootstrap(ctx, st, stderr); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	base := *baseURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	} else if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ln.Close()
+		return fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", base)
+	}
+	srv := &http.Server{
+		Handler:           server.New(st, server.Config{BaseURL: base, Logger: log}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("edgeplane listening", "addr", ln.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", *dsn, "version", versionString())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// bootstrap gives an empty database its first account, admin and API key, and prints the token
+// once. When several replicas start together on one empty database, only the one that created
+// the account creates the key.
+func bootstrap(ctx context.Context, st *store.Store, stderr io.Writer) error {
+	if has, err := st.HasAccounts(ctx); err != nil || has {
+		return err
+	}
+	admin, created, err := st.EnsureAccount(ctx, "default")
+	if err != nil || !created {
+		return err
+	}
+	token, err := newKey(ctx, st, admin, "created at first start")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "edgeplane: this database was empty, so account \"default\" and its first admin API key were created.\n"+
+		"API key token (save it now; it will not be shown again):\n\n    %s\n\n", token)
+	return nil
+}
+
+func newKey(ctx context.Context, st *store.Store, admin ep.Caller, description string) (string, error) {
+	doc, err := st.Create(ctx, admin, ep.APIKeys, "", &ep.APIKeyCreate{AnnotationFields: ep.AnnotationFields{Description: &description}})
+	if err != nil {
+		return "", err
+	}
+	return *doc.(*ep.APIKey).Token, nil
+}
+
+func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("apikey create", stderr)
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path or sqlite:PATH (env EDGEPLANE_DB)")
+	account := fs.String("account", "default", "account name; created with its admin user when absent")
+	description := fs.String("description", "", "description of the new key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *account == "" {
+		return errors.New("--account must not be empty")
+	}
+	if len(*description) > ep.MaxDescription {
+		return fmt.Errorf("--description must be at most %d bytes", ep.MaxDescription)
+	}
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	admin, _, err := st.EnsureAccount(ctx, *account)
+	if err != nil {
+		return err
+	}
+	token, err := newKey(ctx, st, admin, *description)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, token)
+	return nil
+}

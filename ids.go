@@ -1,0 +1,101 @@
+package edgeplane
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/ksuid"
+)
+
+// TimeFormat is the wire format of every timestamp: RFC 3339 in UTC with second precision, the
+// precision of the KSUID inside every id, so created_at always equals the id's embedded time.
+const TimeFormat = "2006-01-02T15:04:05Z"
+
+// FormatTime renders t in TimeFormat.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// idGen hands out KSUIDs that are strictly increasing within this process, so that "newest first"
+// (ORDER BY id DESC) is also creation order for objects created in the same second. Across
+// replicas, ids are ordered by second only, as KSUIDs are.
+var idGen struct {
+	sync.Mutex
+	last ksuid.KSUID
+}
+
+// NewKSUID returns a KSUID greater than every one this process returned before.
+func NewKSUID() ksuid.KSUID {
+	k := ksuid.New()
+	idGen.Lock()
+	defer idGen.Unlock()
+	if ksuid.Compare(k, idGen.last) <= 0 {
+		k = idGen.last.Next()
+	}
+	idGen.last = k
+	return k
+}
+
+// NewID returns a new id "<prefix>_<KSUID>" and the time embedded in it.
+func NewID(prefix string) (string, time.Time) {
+	k := NewKSUID()
+	return prefix + "_" + k.String(), k.Time()
+}
+
+// ValidID reports whether s has the shape of an id with the given prefix: the prefix, an
+// underscore and a 27-character KSUID. It does not say that the object exists.
+func ValidID(prefix, s string) bool {
+	rest, ok := strings.CutPrefix(s, prefix+"_")
+	if !ok || len(rest) != 27 {
+		return false
+	}
+	_, err := ksuid.Parse(rest)
+	return err == nil
+}
+
+// Token is a bearer secret handed to a caller once. It is "<selector>_<secret>": the selector is
+// the KSUID of the object the token belongs to and finds its row with one indexed lookup; only a
+// SHA-256 hash of the secret is stored, and it is compared in constant time.
+type Token struct {
+	Plain    string
+	Selector string
+	Hash     []byte
+}
+
+// NewToken makes a token for the object whose id has the given KSUID string.
+func NewToken(selector string) Token {
+	secret := rand.Text() + rand.Text() // 2 x 128 bits from crypto/rand
+	return Token{Plain: selector + "_" + secret, Selector: selector, Hash: HashSecret(secret)}
+}
+
+// HashSecret is the stored form of a token's secret part.
+func HashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// ParseToken splits a presented token into selector and secret; ok is false when it does not
+// have the shape of a token edgeplane issued.
+func ParseToken(s string) (selector, secret string, ok bool) {
+	selector, secret, ok = strings.Cut(s, "_")
+	if !ok || len(selector) != 27 || len(secret) != 52 {
+		return "", "", false
+	}
+	if _, err := ksuid.Parse(selector); err != nil {
+		return "", "", false
+	}
+	for i := 0; i < len(secret); i++ {
+		c := secret[i]
+		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+			return "", "", false
+		}
+	}
+	return selector, secret, true
+}
+
+// SecretMatches compares a presented secret with a stored hash in constant time.
+func SecretMatches(secret string, hash []byte) bool {
+	return subtle.ConstantTimeCompare(HashSecret(secret), hash) == 1
+}

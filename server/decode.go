@@ -1,0 +1,146 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// decode reads a JSON object body into dst strictly: malformed JSON is 400 ERR_NGROK_213, a
+// field dst does not have is 400 ERR_NGROK_214 naming it and the supported ones, a value of the
+// wrong type is 400 ERR_NGROK_215 naming the field, and a body over the limit is 413. An empty
+// body is an empty object. The id and edge_id that clients echo must equal the path's.
+func (s *Server) decode(r *http.Request, dst any, pathID, pathEdgeID string) error {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return ep.Errorf(http.StatusRequestEntityTooLarge, ep.CodeBodyTooLarge,
+				"The request body is larger than the limit of %d bytes.", tooBig.Limit)
+		}
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body could not be read.")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err, dst)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body has data after the JSON object.")
+	}
+	if e, ok := dst.(ep.Echoer); ok {
+		id, edgeID := e.Echoed()
+		if err := checkEcho("id", id, pathID); err != nil {
+			return err
+		}
+		return checkEcho("edge_id", edgeID, pathEdgeID)
+	}
+	return nil
+}
+
+func checkEcho(field string, got *string, want string) error {
+	if got == nil || *got == "" || *got == want {
+		return nil
+	}
+	if want == "" {
+		return ep.Invalid(ep.CodeInvalid, field, "must not be set here; it is assigned by the server")
+	}
+	return ep.Invalid(ep.CodeInvalid, field, "%q does not match %q in the request path", *got, want)
+}
+
+func decodeError(err error, dst any) error {
+	var (
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &syntax):
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body is not valid JSON: %s (at byte %d).", syntax.Error(), syntax.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body is not valid JSON: it ends too early.")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body must be a JSON object, not %s.", typ.Value)
+		}
+		return ep.Invalid(ep.CodeInvalid, typ.Field, "must be %s, not %s", jsonKind(typ.Type), typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeUnknownField, Field: name,
+			Msg: "Unknown field " + quote(name) + "; supported fields: " + strings.Join(fieldsOf(reflect.TypeOf(dst)), ", ") + "."}
+	}
+	return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body is not valid JSON.")
+}
+
+// jsonKind names a Go type the way a JSON user thinks of it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer in range"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a different type"
+}
+
+var fieldCache sync.Map
+
+// fieldsOf lists the JSON field names a request type accepts, without the echoed id and edge_id.
+func fieldsOf(t reflect.Type) []string {
+	if v, ok := fieldCache.Load(t); ok {
+		return v.([]string)
+	}
+	var names []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("json"), ",")[0]
+			switch {
+			case f.Anonymous && tag == "":
+				walk(f.Type)
+			case tag == "-" || !f.IsExported() || tag == "id" || tag == "edge_id":
+			case tag != "":
+				names = append(names, tag)
+			default:
+				names = append(names, f.Name)
+			}
+		}
+	}
+	walk(t)
+	sort.Strings(names)
+	fieldCache.Store(t, names)
+	return names
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

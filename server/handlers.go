@@ -1,0 +1,180 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// collection is a resource table entry with what the handlers derive from it once at startup.
+type collection struct {
+	res *ep.Resource
+	// parentParam is the name of the path segment holding the parent id ("edge_id"), or "".
+	parentParam string
+	// listKey is the JSON-quoted list key, ready for the envelope.
+	listKey []byte
+}
+
+func newCollection(res *ep.Resource) *collection {
+	c := &collection{res: res, listKey: []byte(quote(res.ListKey))}
+	if i := strings.Index(res.Path, "{"); i >= 0 {
+		c.parentParam = res.Path[i+1 : i+strings.Index(res.Path[i:], "}")]
+	}
+	return c
+}
+
+// path is the collection path with the parent id filled in.
+func (c *collection) path(parentID string) string {
+	if c.parentParam == "" {
+		return c.res.Path
+	}
+	return strings.Replace(c.res.Path, "{"+c.parentParam+"}", parentID, 1)
+}
+
+func (c *collection) objectPath(parentID, id string) string { return c.path(parentID) + "/" + id }
+
+func (c *collection) parentID(r *http.Request) string {
+	if c.parentParam == "" {
+		return ""
+	}
+	return r.PathValue(c.parentParam)
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) {
+	parent := c.parentID(r)
+	body := c.res.NewCreate()
+	if err := s.decode(r, body, "", parent); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := body.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	doc, err := s.store.Create(r.Context(), callerOf(r), c.res, parent, body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.resolve(c, parent, doc)
+	s.writeJSON(w, http.StatusCreated, doc)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) {
+	parent := c.parentID(r)
+	doc, err := s.store.Get(r.Context(), callerOf(r).AccountID, c.res, parent, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.resolve(c, parent, doc)
+	s.writeJSON(w, http.StatusOK, doc)
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) {
+	parent, id := c.parentID(r), r.PathValue("id")
+	body := c.res.NewUpdate()
+	if err := s.decode(r, body, id, parent); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := body.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	doc, err := s.store.Update(r.Context(), callerOf(r), c.res, parent, id, body.Apply)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.resolve(c, parent, doc)
+	s.writeJSON(w, http.StatusOK, doc)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *collection) {
+	if err := s.store.Delete(r.Context(), callerOf(r), c.res, c.parentID(r), r.PathValue("id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Paging limits (DESIGN.md section 5).
+const (
+	MaxLimit     = 100
+	DefaultLimit = 100
+)
+
+// paging reads limit (1..100, default 100) and the exclusive before_id cursor, also spelled
+// beforeId by one client; an empty cursor means the first page.
+func paging(r *http.Request) (limit int, before string, explicit bool, err error) {
+	q := r.URL.Query()
+	limit = DefaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, convErr := strconv.Atoi(v)
+		if convErr != nil || n < 1 || n > MaxLimit {
+			return 0, "", false, &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeBadLimit, Field: "limit",
+				Msg: "limit: must be a whole number from 1 to 100, got " + quote(v)}
+		}
+		limit, explicit = n, true
+	}
+	before = q.Get("before_id")
+	if before == "" {
+		before = q.Get("beforeId")
+	}
+	return limit, before, explicit, nil
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
+	limit, before, explicit, err := paging(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	parent := c.parentID(r)
+	docs, more, err := s.store.List(r.Context(), callerOf(r).AccountID, c.res, parent, before, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, d := range docs {
+		s.resolve(c, parent, d)
+	}
+	listURI := s.base + c.path(parent)
+	var next any // null on the last page, and on an empty page
+	if more && len(docs) > 0 {
+		q := url.Values{"before_id": {docs[len(docs)-1].Base().ID}}
+		if explicit {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+		next = listURI + "?" + q.Encode()
+	}
+	items, err := json.Marshal(docs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	tail, _ := json.Marshal(struct {
+		URI         string `json:"uri"`
+		NextPageURI any    `json:"next_page_uri"`
+	}{listURI, next})
+	// {"<list key>": [...], "uri": ..., "next_page_uri": ...}
+	var buf bytes.Buffer
+	buf.Grow(len(items) + len(tail) + 32)
+	buf.WriteByte('{')
+	buf.Write(c.listKey)
+	buf.WriteByte(':')
+	buf.Write(items)
+	buf.WriteByte(',')
+	buf.Write(tail[1:])
+	buf.WriteByte('\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,145 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+type ctxKey int
+
+const (
+	opKey ctxKey = iota
+	callerKey
+)
+
+// opInfo is per-request state the outer layer reads back for the log line.
+type opInfo struct {
+	id      string
+	account string
+}
+
+// statusWriter remembers the status code for the log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// observe gives the request its operation id (sent back in Ngrok-Operation-Id and in every error
+// body), turns a panic into a 500 that shows no internals, and logs one line per request.
+func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	start := time.Now()
+	id, _ := ep.NewID("op")
+	info := &opInfo{id: id}
+	w.Header().Set("Ngrok-Operation-Id", id)
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), opKey, info))
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic", "operation_id", id, "panic", v, "stack", string(debug.Stack()))
+			if sw.status == 0 {
+				s.fail(sw, r, internalError())
+			}
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("operation_id", id), slog.String("method", r.Method), slog.String("route", r.Pattern),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+			slog.String("account_id", info.account))
+	}()
+	next.ServeHTTP(sw, r)
+}
+
+func opOf(r *http.Request) *opInfo {
+	if o, ok := r.Context().Value(opKey).(*opInfo); ok {
+		return o
+	}
+	return &opInfo{}
+}
+
+func callerOf(r *http.Request) ep.Caller {
+	c, _ := r.Context().Value(callerKey).(ep.Caller)
+	return c
+}
+
+// authenticated checks the version header and the bearer token before next runs.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkVersion(r); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		caller, err := s.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
+			s.fail(w, r, err)
+			return
+		}
+		opOf(r).account = caller.AccountID
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey, caller)))
+	})
+}
+
+// checkVersion requires API version 2 in Ngrok-Version (what existing clients send) or
+// Service-Version (the spec's neutral name).
+func checkVersion(r *http.Request) *ep.Error {
+	v := r.Header.Get("Ngrok-Version")
+	if v == "" {
+		v = r.Header.Get("Service-Version")
+	}
+	switch strings.TrimSpace(v) {
+	case "2":
+		return nil
+	case "":
+		return &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeNoVersion,
+			Msg: "The Ngrok-Version header is required; send \"Ngrok-Version: 2\"."}
+	default:
+		return &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeBadVersion,
+			Msg: "Unsupported API version " + quote(v) + " in the version header; this server speaks version 2."}
+	}
+}
+
+func (s *Server) authenticate(r *http.Request) (ep.Caller, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMissing,
+			Msg: "Authentication is required: send \"Authorization: Bearer <API key token>\"."}
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
+			Msg: "The Authorization header must be \"Bearer <API key token>\"."}
+	}
+	if ep.ValidID(ep.APIKeys.Prefix, token) {
+		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthKeyID,
+			Msg: "That is the id of an API key, not its token; authenticate with the token shown when the key was created."}
+	}
+	selector, secret, ok := ep.ParseToken(token)
+	if !ok {
+		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
+			Msg: "The bearer token is not in the format of an API key token."}
+	}
+	return s.store.Authenticate(r.Context(), selector, secret)
+}

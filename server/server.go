@@ -1,0 +1,109 @@
+// Package server serves the Edge Ingress Management API over net/http. Its routes are not written
+// by hand: New walks the resource table of package edgeplane and registers the generic create,
+// get, list, update and delete handlers for every entry.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// DefaultMaxBody is the largest request body accepted (1 MiB); larger ones get 413.
+const DefaultMaxBody = 1 << 20
+
+// Config is what the server needs to know about its deployment.
+type Config struct {
+	// BaseURL is the public address of the API, with scheme and optional path prefix and without a
+	// trailing slash. Every uri and next_page_uri starts with it exactly.
+	BaseURL string
+	// Logger receives one line per request; nil discards.
+	Logger *slog.Logger
+	// MaxBody overrides DefaultMaxBody when positive.
+	MaxBody int64
+}
+
+// Server is the API as an http.Handler.
+type Server struct {
+	store   *store.Store
+	base    string
+	log     *slog.Logger
+	maxBody int64
+	mux     *http.ServeMux
+}
+
+// New builds the handler for every entry of the resource table.
+func New(st *store.Store, cfg Config) *Server {
+	s := &Server{store: st, base: strings.TrimRight(cfg.BaseURL, "/"), log: cfg.Logger, maxBody: cfg.MaxBody}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	for _, res := range ep.Resources {
+		c := newCollection(res)
+		if res.Ops.Has(ep.OpCreate) {
+			s.api("POST "+res.Path, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
+		}
+		if res.Ops.Has(ep.OpList) {
+			s.api("GET "+res.Path, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
+		}
+		if res.Ops.Has(ep.OpGet) {
+			s.api("GET "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
+		}
+		if res.Ops.Has(ep.OpUpdate) {
+			s.api("PATCH "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
+		}
+		if res.Ops.Has(ep.OpDelete) {
+			s.api("DELETE "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
+		}
+	}
+	// Everything else: a JSON 404, or a JSON 405 with Allow when the path exists.
+	s.mux.HandleFunc("/", s.unrouted)
+	return s
+}
+
+// api registers an authenticated, versioned API route.
+func (s *Server) api(pattern string, h http.HandlerFunc) {
+	s.mux.Handle(pattern, s.authenticated(h))
+}
+
+// ServeHTTP implements http.Handler: operation id, panic recovery and the request log line
+// around the routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.observe(w, r, s.mux)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+var probeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// unrouted answers requests no API route matched. A path that some method serves gets 405 with
+// the methods that do; anything else is 404.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range probeMethods {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		s.fail(w, r, &ep.Error{Status: http.StatusNotFound, Code: ep.CodeNotFound,
+			Msg: "Not found: no API path " + r.URL.Path + "."})
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.fail(w, r, &ep.Error{Status: http.StatusMethodNotAllowed, Code: ep.CodeMethodNotAllowed,
+		Msg: "Method " + r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + strings.Join(allow, ", ") + "."})
+}

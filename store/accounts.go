@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"net/http"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *Store) principal(ctx context.Context, q querier, account, id string) (ep.Principal, error) {
+	var (
+		p      ep.Principal
+		role   string
+		active int
+	)
+	err := q.QueryRowContext(ctx, s.q.principalGet, id, account).Scan(&p.ID, &p.AccountID, &role, &active)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, ep.NotFound()
+	}
+	p.Role, p.Active = ep.Role(role), active != 0
+	return p, s.classify(err)
+}
+
+// HasAccounts reports whether any account exists: serve bootstraps an empty database.
+func (s *Store) HasAccounts(ctx context.Context) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, s.q.accountsAny).Scan(&n)
+	return n > 0, s.classify(err)
+}
+
+// EnsureAccount returns the admin of the account with the given name, creating the account and
+// its admin user when absent; created says whether it did. Safe against concurrent callers (two
+// replicas starting at once, or the apikey command while a server runs): the account name is
+// unique, and the loser of a race reads the winner's account.
+func (s *Store) EnsureAccount(ctx context.Context, name string) (admin ep.Caller, created bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		created = false
+		var accountID, userID string
+		err := tx.QueryRowContext(ctx, s.q.accountByName, name).Scan(&accountID, &userID)
+		if err == nil {
+			admin = ep.Caller{AccountID: accountID, Principal: ep.Principal{ID: userID, AccountID: accountID, Role: ep.RoleAdmin, Active: true}}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return s.classify(err)
+		}
+		accountID, t := ep.NewID(ep.AccountPrefix)
+		if _, err := tx.ExecContext(ctx, s.q.accountIns, accountID, name, ep.FormatTime(t)); err != nil {
+			if s.d.uniqueViolation(err) {
+				return errRetry
+			}
+			return s.classify(err)
+		}
+		p, err := s.addPrincipal(ctx, tx, accountID, ep.RoleAdmin)
+		if err != nil {
+			return err
+		}
+		admin, created = ep.Caller{AccountID: accountID, Principal: p}, true
+		return nil
+	})
+	return admin, created, err
+}
+
+// AddUser adds a user with the role to an existing account. Users have no API collection; the
+// command line and tests create them.
+func (s *Store) AddUser(ctx context.Context, accountID string, role ep.Role) (p ep.Principal, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var id string
+		if err := tx.QueryRowContext(ctx, s.q.accountGet, accountID).Scan(&id); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ep.NotFound()
+			}
+			return s.classify(err)
+		}
+		p, err = s.addPrincipal(ctx, tx, accountID, role)
+		return err
+	})
+	return p, err
+}
+
+func (s *Store) addPrincipal(ctx context.Context, tx *sql.Tx, accountID string, role ep.Role) (ep.Principal, error) {
+	id, t := ep.NewID(ep.UserPrefix)
+	p := ep.Principal{ID: id, AccountID: accountID, Role: role, Active: true}
+	_, err := tx.ExecContext(ctx, s.q.principalIns, id, accountID, string(role), 1, ep.FormatTime(t))
+	return p, s.classify(err)
+}
+
+// Authenticate finds the API key of a presented token with one indexed query and checks its
+// secret in constant time. A token that is unknown, of a deleted key, or wrong is 401
+// ERR_NGROK_203; a key of an inactive bot user is 401 ERR_NGROK_204.
+func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.Caller, error) {
+	var (
+		c      ep.Caller
+		hash   string
+		role   string
+		active int
+	)
+	err := s.r.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(&hash, &c.AccountID, &c.KeyID, &c.Principal.ID, &role, &active)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, unknownToken()
+	}
+	if err != nil {
+		return c, s.classify(err)
+	}
+	stored, err := hex.DecodeString(hash)
+	if err != nil || !ep.SecretMatches(secret, stored) {
+		return ep.Caller{}, unknownToken()
+	}
+	if active == 0 {
+		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthInactive,
+			Msg: "The bot user that owns this API key is inactive."}
+	}
+	c.Principal.AccountID, c.Principal.Role, c.Principal.Active = c.AccountID, ep.Role(role), true
+	return c, nil
+}
+
+func unknownToken() *ep.Error {
+	return &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthUnknown,
+		Msg: "The API key is not valid: it is unknown or has been deleted."}
+}
+

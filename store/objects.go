@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// queries are the statements of the generic object code, rewritten once for the dialect.
+type queries struct {
+	get, getParent, list, listChild, insert, update, del            string
+	restricted, cascade, refsDel, refsIns                            string
+	claimGet, claimIns, claimsDel, tokenIns                          string
+	principalGet, principalPut, principalDel, auth                   string
+	accountByName, accountIns, accountsAny, principalIns, accountGet string
+}
+
+func prepare(d dialect) queries {
+	q := queries{
+		get:          `SELECT doc, parent_id, version FROM objects WHERE id = ? AND account_id = ? AND kind = ?`,
+		getParent:    `SELECT kind FROM objects WHERE id = ? AND account_id = ?`,
+		list:         `SELECT doc FROM objects WHERE account_id = ? AND kind = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+		listChild:    `SELECT doc FROM objects WHERE parent_id = ? AND account_id = ? AND kind = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+		insert:       `INSERT INTO objects (id, account_id, kind, parent_id, version, created_at, doc) VALUES (?, ?, ?, ?, 1, ?, ?)`,
+		update:       `UPDATE objects SET doc = ?, version = version + 1 WHERE id = ? AND version = ?`,
+		del:          `DELETE FROM objects WHERE id = ?`,
+		restricted:   `SELECT from_id FROM refs WHERE to_id = ? AND mode = 1 LIMIT 1`,
+		cascade:      `DELETE FROM objects WHERE id IN (SELECT from_id FROM refs WHERE to_id = ? AND mode = 2)`,
+		refsDel:      `DELETE FROM refs WHERE from_id = ?`,
+		refsIns:      `INSERT INTO refs (from_id, to_id, mode) VALUES (?, ?, ?)`,
+		claimGet:     `SELECT account_id, object_id FROM claims WHERE namespace = ? AND value = ?`,
+		claimIns:     `INSERT INTO claims (namespace, value, account_id, object_id) VALUES (?, ?, ?, ?)`,
+		claimsDel:    `DELETE FROM claims WHERE object_id = ?`,
+		tokenIns:     `INSERT INTO tokens (selector, hash, kind, account_id, object_id, principal_id) VALUES (?, ?, ?, ?, ?, ?)`,
+		principalGet: `SELECT id, account_id, role, active FROM principals WHERE id = ? AND account_id = ?`,
+		principalPut: `INSERT INTO principals (id, account_id, role, active, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET active = excluded.active`,
+		principalDel: `DELETE FROM principals WHERE id = ? AND account_id = ?`,
+		auth: `SELECT t.hash, t.account_id, t.object_id, p.id, p.role, p.active
+			FROM tokens t JOIN principals p ON p.id = t.principal_id WHERE t.selector = ? AND t.kind = ?`,
+		accountByName: `SELECT a.id, p.id FROM accounts a JOIN principals p ON p.account_id = a.id AND p.role = 'admin'
+			WHERE a.name = ? ORDER BY p.id LIMIT 1`,
+		accountIns:   `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
+		accountsAny:  `SELECT COUNT(*) FROM accounts`,
+		principalIns: `INSERT INTO principals (id, account_id, role, active, created_at) VALUES (?, ?, ?, ?, ?)`,
+		accountGet:   `SELECT id FROM accounts WHERE id = ?`,
+	}
+	for _, p := range []*string{&q.get, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
+		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
+		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.accountByName, &q.accountIns,
+		&q.accountsAny, &q.principalIns, &q.accountGet} {
+		*p = d.rebind(*p)
+	}
+	return q
+}
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// row is one stored object as read before decoding.
+type row struct {
+	doc     []byte
+	parent  sql.NullString
+	version int64
+}
+
+// load reads one object of the account. For a nested collection the object must belong to
+// parentID, unless anyParent is set.
+func (s *Store) load(ctx context.Context, q querier, account string, res *ep.Resource, parentID, id string, anyParent bool) (ep.Document, row, error) {
+	var r row
+	err := q.QueryRowContext(ctx, s.q.get, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && res.Parent != nil && !anyParent && r.parent.String != parentID) {
+		return nil, r, ep.NotFound()
+	}
+	if err != nil {
+		return nil, r, s.classify(err)
+	}
+	doc, err := decode(res, r.doc)
+	return doc, r, err
+}
+
+func decode(res *ep.Resource, body []byte) (ep.Document, error) {
+	doc := res.New()
+	if err := json.Unmarshal(body, doc); err != nil {
+		return nil, fmt.Errorf("store: corrupt %s document: %w", res.Kind, err)
+	}
+	return doc, nil
+}
+
+// Get returns the object of collection res with the id in the account; for a nested collection it
+// must also belong to parentID. Another account's object is not found, exactly like a missing one.
+func (s *Store) Get(ctx context.Context, account string, res *ep.Resource, parentID, id string) (ep.Document, error) {
+	doc, _, err := s.load(ctx, s.r, account, res, parentID, id, false)
+	return doc, err
+}
+
+// List returns up to limit objects of the collection, newest first, with ids below beforeID when
+// it is not empty, and whether more objects follow.
+func (s *Store) List(ctx context.Context, account string, res *ep.Resource, parentID, beforeID string, limit int) ([]ep.Document, bool, error) {
+	if beforeID == "" {
+		beforeID = "\x7f" // above every id: ids are printable ASCII
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if res.Parent != nil {
+		if _, _, err := s.load(ctx, s.r, account, res.Parent, "", parentID, false); err != nil {
+			return nil, false, err
+		}
+		rows, err = s.r.QueryContext(ctx, s.q.listChild, parentID, account, res.Kind, beforeID, limit+1)
+	} else {
+		rows, err = s.r.QueryContext(ctx, s.q.list, account, res.Kind, beforeID, limit+1)
+	}
+	if err != nil {
+		return nil, false, s.classify(err)
+	}
+	defer rows.Close()
+	docs := make([]ep.Document, 0, limit)
+	more := false
+	for rows.Next() {
+		if len(docs) == limit {
+			more = true
+			break
+		}
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, false, s.classify(err)
+		}
+		doc, err := decode(res, body)
+		if err != nil {
+			return nil, false, err
+		}
+		docs = append(docs, doc)
+	}
+	return docs, more, s.classify(rows.Err())
+}
+
+// Create builds a new object with c inside a write transaction and stores it with its token hash,
+// references and claims. The returned document shows the token, if one was issued, once.
+func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID string, c ep.Creator) (ep.Document, error) {
+	var (
+		doc   ep.Document
+		token string
+	)
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
+		if res.Parent != nil {
+			if _, err := view.Get(res.Parent, parentID); err != nil {
+				return err
+			}
+		}
+		id, created := ep.NewID(res.Prefix)
+		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, Created: created, ParentID: parentID}
+		d, err := c.Create(op)
+		if err != nil {
+			return err
+		}
+		m := d.Base()
+		m.ID, m.CreatedAt = id, ep.FormatTime(created)
+		parent := parentID
+		if ch, ok := d.(ep.Child); ok {
+			parent = ch.ParentID()
+		}
+		body, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q.insert, id, caller.AccountID, res.Kind, nullable(parent), m.CreatedAt, body); err != nil {
+			return s.classify(err)
+		}
+		if op.Token != nil {
+			if _, err := tx.ExecContext(ctx, s.q.tokenIns, op.Token.Selector, hex.EncodeToString(op.Token.Hash),
+				res.Kind, caller.AccountID, id, op.TokenOwner); err != nil {
+				return s.classify(err)
+			}
+			token = op.Token.Plain
+		}
+		if err := s.writeRefs(ctx, tx, id, refsOf(d), false); err != nil {
+			return err
+		}
+		if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, false); err != nil {
+			return err
+		}
+		doc = d
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if th, ok := doc.(ep.TokenHolder); ok && token != "" {
+		th.SetToken(token)
+	}
+	return doc, nil
+}
+
+// Update applies fn to the current document and writes it back if nobody else wrote it in the
+// meantime (compare-and-swap on the version); otherwise it reads again and reapplies fn.
+func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string, fn func(op *ep.Op, doc ep.Document) error) (ep.Document, error) {
+	var doc ep.Document
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		d, r, err := s.load(ctx, tx, caller.AccountID, res, parentID, id, false)
+		if err != nil {
+			return err
+		}
+		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
+		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID}
+		refsBefore, claimsBefore := refsOf(d), claimsOf(d)
+		if err := fn(op, d); err != nil {
+			return err
+		}
+		body, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		out, err := tx.ExecContext(ctx, s.q.update, body, id, r.version)
+		if err != nil {
+			return s.classify(err)
+		}
+		if n, err := out.RowsAffected(); err != nil {
+			return s.classify(err)
+		} else if n == 0 {
+			return errRetry
+		}
+		if refs := refsOf(d); !slices.Equal(refs, refsBefore) {
+			if err := s.writeRefs(ctx, tx, id, refs, true); err != nil {
+				return err
+			}
+		}
+		if !slices.Equal(claimsOf(d), claimsBefore) {
+			if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, true); err != nil {
+				return err
+			}
+		}
+		doc = d
+		return nil
+	})
+	return doc, err
+}
+
+// Delete removes the object, unless another object references it with RefRestrict. Objects that
+// reference it with RefCascade, and its children, go with it.
+func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		d, _, err := s.load(ctx, tx, caller.AccountID, res, parentID, id, false)
+		if err != nil {
+			return err
+		}
+		var by string
+		err = tx.QueryRowContext(ctx, s.q.restricted, id).Scan(&by)
+		switch {
+		case err == nil:
+			if res.InUse != nil {
+				return res.InUse(id)
+			}
+			return fmt.Errorf("store: %s %s is referenced by %s but its collection declares no InUse error", res.Kind, id, by)
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q.cascade, id); err != nil {
+			return s.classify(err)
+		}
+		if res.OnDelete != nil {
+			view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
+			if err := res.OnDelete(&ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID}, d); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, s.q.del, id)
+		return s.classify(err)
+	})
+}
+
+func refsOf(d ep.Document) []ep.Reference {
+	if r, ok := d.(ep.Referrer); ok {
+		return r.References()
+	}
+	return nil
+}
+
+func claimsOf(d ep.Document) []ep.Claim {
+	if c, ok := d.(ep.Claimer); ok {
+		return c.Claims()
+	}
+	return nil
+}
+
+func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, id string, refs []ep.Reference, replace bool) error {
+	if replace {
+		if _, err := tx.ExecContext(ctx, s.q.refsDel, id); err != nil {
+			return s.classify(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range refs {
+		if r.To == "" || seen[r.To] {
+			continue
+		}
+		seen[r.To] = true
+		if _, err := tx.ExecContext(ctx, s.q.refsIns, id, r.To, int(r.Mode)); err != nil {
+			return s.classify(err)
+		}
+	}
+	return nil
+}
+
+// writeClaims takes every claim of the document. A value held by another object is the document's
+// conflict error; a concurrent writer taking the same value between the check and the insert
+// makes the transaction start over, and the check then reports the conflict.
+func (s *Store) writeClaims(ctx context.Context, tx *sql.Tx, account, id string, d ep.Document, replace bool) error {
+	claimer, ok := d.(ep.Claimer)
+	if !ok {
+		return nil
+	}
+	if replace {
+		if _, err := tx.ExecContext(ctx, s.q.claimsDel, id); err != nil {
+			return s.classify(err)
+		}
+	}
+	for _, c := range claimer.Claims() {
+		var holderAccount, holder string
+		err := tx.QueryRowContext(ctx, s.q.claimGet, c.Namespace, c.Value).Scan(&holderAccount, &holder)
+		switch {
+		case err == nil && holder == id:
+			continue
+		case err == nil:
+			return claimer.Conflict(c, holderAccount == account)
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q.claimIns, c.Namespace, c.Value, account, id); err != nil {
+			if s.d.uniqueViolation(err) {
+				return errRetry
+			}
+			return s.classify(err)
+		}
+	}
+	return nil
+}
+
+func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// txView is ep.Tx: the store as a document's rules see it inside a write transaction.
+type txView struct {
+	s       *Store
+	ctx     context.Context
+	tx      *sql.Tx
+	account string
+}
+
+func (v *txView) Get(res *ep.Resource, id string) (ep.Document, error) {
+	doc, _, err := v.s.load(v.ctx, v.tx, v.account, res, "", id, true)
+	return doc, err
+}
+
+func (v *txView) Principal(id string) (ep.Principal, error) {
+	return v.s.principal(v.ctx, v.tx, v.account, id)
+}
+
+func (v *txView) PutPrincipal(p ep.Principal) error {
+	_, err := v.tx.ExecContext(v.ctx, v.s.q.principalPut, p.ID, v.account, string(p.Role), boolInt(p.Active), ep.FormatTime(time.Now()))
+	return v.s.classify(err)
+}
+
+func (v *txView) DeletePrincipal(id string) error {
+	_, err := v.tx.ExecContext(v.ctx, v.s.q.principalDel, id, v.account)
+	return v.s.classify(err)
+}

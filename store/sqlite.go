@@ -1,0 +1,80 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+type sqliteDialect struct{}
+
+func (sqliteDialect) name() string           { return "sqlite" }
+func (sqliteDialect) rebind(q string) string { return q }
+
+func (sqliteDialect) uniqueViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
+}
+
+func (sqliteDialect) unavailable(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+}
+
+// sqlitePragmas are set on every connection: WAL so readers never block the writer, foreign keys
+// for the cascades the schema declares, a busy timeout so another process writing (edgeplane
+// apikey create while a server runs) waits instead of failing, and synchronous=NORMAL, under
+// which a committed transaction survives a crash of the process (not necessarily a power loss).
+var sqlitePragmas = []string{"journal_mode(WAL)", "foreign_keys(1)", "busy_timeout(10000)", "synchronous(NORMAL)"}
+
+func sqliteDSN(path string, extra url.Values) string {
+	v := url.Values{}
+	for _, p := range sqlitePragmas {
+		v.Add("_pragma", p)
+	}
+	for k, vs := range extra {
+		v[k] = append(v[k], vs...)
+	}
+	return "file:" + path + "?" + v.Encode()
+}
+
+// openSQLite opens the database file at path with one writer connection, whose transactions
+// take the write lock at BEGIN (no lock upgrades that could fail under concurrency), and a pool
+// of read-only connections.
+func openSQLite(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: empty SQLite path")
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("store: directory of the database %s: %w", path, err)
+		}
+	}
+	w, err := sql.Open("sqlite", sqliteDSN(path, url.Values{"_txlock": {"immediate"}}))
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := w.Ping(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", sqliteDSN(path, url.Values{"_pragma": {"query_only(1)"}}))
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	n := max(4, 2*runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	return &Store{d: sqliteDialect{}, w: w, r: r}, nil
+}

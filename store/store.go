@@ -1,0 +1,202 @@
+// Package store persists edgeplane's documents with database/sql. There is one implementation;
+// the SQLite and PostgreSQL differences live behind a small dialect seam (placeholders, error
+// classification, connection setup), so every query is written once.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// dialect is what differs between database engines.
+type dialect interface {
+	name() string
+	// rebind rewrites the ? placeholders of a query into the engine's syntax.
+	rebind(q string) string
+	// uniqueViolation reports whether err is a unique or primary key constraint failure.
+	uniqueViolation(err error) bool
+	// unavailable reports whether err means the database cannot be reached at all.
+	unavailable(err error) bool
+}
+
+// Store is the database behind one edgeplane process. It is safe for concurrent use.
+type Store struct {
+	d dialect
+	// w serves every write transaction; r serves reads. On SQLite w has a single connection (one
+	// writer, no lock upgrades) and r is a read-only pool; on engines with real concurrency both
+	// may be the same pool.
+	w, r *sql.DB
+	q    queries
+}
+
+// Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
+// "sqlite:PATH", or a postgres:// URL.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	var (
+		s   *Store
+		err error
+	)
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return nil, errors.New("PostgreSQL is not supported yet: use a SQLite path for --db (issue: PostgreSQL store)")
+	default:
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.q = prepare(s.d)
+	return s, nil
+}
+
+// Close closes the database cleanly.
+func (s *Store) Close() error {
+	errW := s.w.Close()
+	if s.r != s.w {
+		if err := s.r.Close(); err != nil {
+			return err
+		}
+	}
+	return errW
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.classify(s.r.PingContext(ctx))
+}
+
+// migrate applies the embedded migrations that are not yet recorded, each in its own transaction.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("store: create schema_migrations: %w", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		base := strings.TrimPrefix(f, "migrations/")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("store: migration %s: name must start with a number", f)
+		}
+		body, err := migrations.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), v).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			for _, stmt := range splitStatements(string(body)) {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("store: migration %s: %w", base, err)
+				}
+			}
+			_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`),
+				v, ep.FormatTime(time.Now()))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitStatements splits a migration file on semicolons at line ends, dropping comments.
+func splitStatements(body string) []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.SplitSeq(body, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+// errRetry makes inTx run the function again: a compare-and-swap lost, or a unique claim raced.
+var errRetry = errors.New("store: retry")
+
+const maxAttempts = 8
+
+// inTx runs fn in a write transaction, committing when it returns nil and retrying when it
+// returns errRetry.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		err = s.tryTx(ctx, fn)
+		if !errors.Is(err, errRetry) {
+			return err
+		}
+	}
+	return fmt.Errorf("store: gave up after %d conflicting attempts", maxAttempts)
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return s.classify(tx.Commit())
+}
+
+// classify turns driver errors that the caller should see into *ep.Error: an unreachable database
+// is a 503 that says so; everything else stays internal.
+func (s *Store) classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *ep.Error
+	if errors.As(err, &e) || errors.Is(err, errRetry) {
+		return err
+	}
+	if s.d.unavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+		return &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeUnavailable,
+			Msg: "The database is unavailable; try again shortly."}
+	}
+	return err
+}
