@@ -128,4 +128,3 @@ func unknownToken() *ep.Error {
 	return &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthUnknown,
 		Msg: "The API key is not valid: it is unknown or has been deleted."}
 }
-

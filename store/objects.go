@@ -15,7 +15,7 @@ import (
 
 // queries are the statements of the generic object code, rewritten once for the dialect.
 type queries struct {
-	get, getParent, list, listChild, insert, update, del            string
+	get, getParent, list, listChild, insert, update, del             string
 	restricted, cascade, refsDel, refsIns                            string
 	claimGet, claimIns, claimsDel, tokenIns                          string
 	principalGet, principalPut, principalDel, auth                   string
