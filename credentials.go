@@ -92,13 +92,10 @@ func ValidateACL(rules []string) error {
 	return nil
 }
 
-// aclRuleProblem returns why rule is not valid, or "" when it is. The grammar:
-//
-//   - no restriction
-//     bind:<domain>            a hostname
-//     bind:*.<suffix>          any hostname ending in .<suffix>, and the wildcard form itself
-//     bind:<host>:<port>       an address: a hostname or IP and a port 1-65535
-//     bind:<key>=<value>       a label; key and value may each be *
+// aclRuleProblem returns why rule is not valid, or "" when it is. The grammar, rule by rule:
+// "*" (no restriction); "bind:<domain>" (a hostname); "bind:*.<suffix>" (any hostname ending in
+// .<suffix>, and the wildcard form itself); "bind:<host>:<port>" (an address: a hostname or IP
+// and a port 1-65535); "bind:<key>=<value>" (a label; key and value may each be "*").
 func aclRuleProblem(rule string) string {
 	if rule == "*" {
 		return ""
