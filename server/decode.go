@@ -73,7 +73,8 @@ func decodeError(err error, dst any) error {
 		if typ.Field == "" {
 			return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body must be a JSON object, not %s.", typ.Value)
 		}
-		return ep.Invalid(ep.CodeInvalid, typ.Field, "must be %s, not %s", jsonKind(typ.Type), typ.Value)
+		field := jsonPath(typ.Field, reflect.TypeOf(dst))
+		return ep.Invalid(ep.CodeInvalid, field, "must be %s, not %s", jsonKind(typ.Type), typ.Value)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
@@ -105,6 +106,51 @@ func jsonKind(t reflect.Type) string {
 		return "an object"
 	}
 	return "a different type"
+}
+
+// jsonPath drops from a decoder's field path the Go names of embedded structs, which the JSON
+// user never sees ("AnnotationFields.description" is "description").
+func jsonPath(path string, t reflect.Type) string {
+	embedded := embeddedNames(t)
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if !embedded[p] {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+var embeddedCache sync.Map
+
+// embeddedNames lists the type names of the anonymous struct fields anywhere inside t.
+func embeddedNames(t reflect.Type) map[string]bool {
+	if v, ok := embeddedCache.Load(t); ok {
+		return v.(map[string]bool)
+	}
+	names := map[string]bool{}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				names[f.Name] = true
+			}
+			walk(f.Type)
+		}
+	}
+	walk(t)
+	embeddedCache.Store(t, names)
+	return names
 }
 
 var fieldCache sync.Map

@@ -23,7 +23,9 @@ type fixture struct {
 
 var fixtures = map[string]fixture{
 	"api_key": {
-		create: func(*env, account) map[string]any { return map[string]any{"description": "ci", "metadata": `{"team":"a"}`} },
+		create: func(*env, account) map[string]any {
+			return map[string]any{"description": "ci", "metadata": `{"team":"a"}`}
+		},
 		update: map[string]any{"description": "ci runner", "metadata": "m2"},
 		text:   "description",
 	},
