@@ -8,11 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testdb"
 	"github.com/edgeplane/edgeplane/server"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -39,7 +39,7 @@ func newEnv(t *testing.T) *env { return newEnvBase(t, "") }
 func newEnvBase(t *testing.T, base string) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "edgeplane.db"))
+	st, err := store.Open(ctx, testdb.Fresh(t, testdb.Engine()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,9 @@ func callerOf(r *http.Request) ep.Caller {
 // authenticated checks the version header and the bearer token before next runs.
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
 		if err := checkVersion(r); err != nil {
 			s.fail(w, r, err)
 			return

@@ -4,9 +4,11 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/store"
@@ -24,7 +26,16 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBody overrides DefaultMaxBody when positive.
 	MaxBody int64
+	// RequestTimeout bounds the work of one API request, database included, so that a database
+	// outage is answered with a fast 503 instead of a hang. Zero means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is the default Config.RequestTimeout.
+const DefaultRequestTimeout = 10 * time.Second
+
+// readyTimeout bounds the database ping of /readyz.
+const readyTimeout = 2 * time.Second
 
 // Server is the API as an http.Handler.
 type Server struct {
@@ -32,6 +43,7 @@ type Server struct {
 	base    string
 	log     *slog.Logger
 	maxBody int64
+	timeout time.Duration
 	mux     *http.ServeMux
 }
 
@@ -44,8 +56,13 @@ func New(st *store.Store, cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
+	s.timeout = cfg.RequestTimeout
+	if s.timeout <= 0 {
+		s.timeout = DefaultRequestTimeout
+	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
 	for _, res := range ep.Resources {
 		c := newCollection(res)
 		if res.Ops.Has(ep.OpCreate) {
@@ -80,9 +97,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.observe(w, r, s.mux)
 }
 
+// healthz is liveness: the process is up and serving HTTP. It does not touch the database, so an
+// orchestrator does not restart replicas during a database outage they will recover from.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is readiness: 200 while the database answers, 503 while it does not, so a load balancer
+// sends traffic only to replicas that can serve it.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("not ready: database unreachable", "err", err)
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unreachable"})
+		return
+	}
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}

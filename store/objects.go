@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -15,7 +16,8 @@ import (
 
 // queries are the statements of the generic object code, rewritten once for the dialect.
 type queries struct {
-	get, getParent, list, listChild, insert, update, del             string
+	get, getLocked, refTarget, getParent, list, listChild, insert    string
+	update, del                                                      string
 	restricted, cascade, refsDel, refsIns                            string
 	claimGet, claimIns, claimsDel, tokenIns                          string
 	principalGet, principalPut, principalDel, auth                   string
@@ -52,7 +54,12 @@ func prepare(d dialect) queries {
 		principalIns: `INSERT INTO principals (id, account_id, role, active, created_at) VALUES (?, ?, ?, ?, ?)`,
 		accountGet:   `SELECT id FROM accounts WHERE id = ?`,
 	}
-	for _, p := range []*string{&q.get, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
+	// Inside write transactions: a delete locks its row, and writing a reference share-locks the
+	// target, so on PostgreSQL a delete and a new reference to the same object cannot both
+	// succeed (the later one sees the other's commit).
+	q.getLocked = q.get + d.forUpdate()
+	q.refTarget = `SELECT id FROM objects WHERE id = ?` + d.forShare()
+	for _, p := range []*string{&q.get, &q.getLocked, &q.refTarget, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
 		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
 		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.accountByName, &q.accountIns,
 		&q.accountsAny, &q.principalIns, &q.accountGet} {
@@ -78,8 +85,12 @@ type row struct {
 // load reads one object of the account. For a nested collection the object must belong to
 // parentID, unless anyParent is set.
 func (s *Store) load(ctx context.Context, q querier, account string, res *ep.Resource, parentID, id string, anyParent bool) (ep.Document, row, error) {
+	return s.loadWith(ctx, q, s.q.get, account, res, parentID, id, anyParent)
+}
+
+func (s *Store) loadWith(ctx context.Context, q querier, query, account string, res *ep.Resource, parentID, id string, anyParent bool) (ep.Document, row, error) {
 	var r row
-	err := q.QueryRowContext(ctx, s.q.get, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
+	err := q.QueryRowContext(ctx, query, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && res.Parent != nil && !anyParent && r.parent.String != parentID) {
 		return nil, r, ep.NotFound()
 	}
@@ -253,7 +264,7 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 // reference it with RefCascade, and its children, go with it.
 func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		d, _, err := s.load(ctx, tx, caller.AccountID, res, parentID, id, false)
+		d, _, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
 			return err
 		}
@@ -308,6 +319,17 @@ func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, id string, refs []ep.
 			continue
 		}
 		seen[r.To] = true
+		var found string
+		err := tx.QueryRowContext(ctx, s.q.refTarget, r.To).Scan(&found)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			// Users are not objects; anything else was deleted after the rules looked it up.
+			if !strings.HasPrefix(r.To, ep.UserPrefix+"_") {
+				return errRetry
+			}
+		case err != nil:
+			return s.classify(err)
+		}
 		if _, err := tx.ExecContext(ctx, s.q.refsIns, id, r.To, int(r.Mode)); err != nil {
 			return s.classify(err)
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -23,9 +25,35 @@ func (sqliteDialect) uniqueViolation(err error) bool {
 	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 }
 
+func (sqliteDialect) fkViolation(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// unavailable: the file cannot be opened, or another process has held the write lock for longer
+// than the busy timeout.
 func (sqliteDialect) unavailable(err error) bool {
 	var e *sqlite.Error
-	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CANTOPEN
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
+// ddl drops the explicit "C" collation of id columns, which PostgreSQL needs so that ids sort
+// bytewise whatever the database's locale; SQLite compares text bytewise already.
+func (sqliteDialect) ddl(stmt string) string { return strings.ReplaceAll(stmt, ` COLLATE "C"`, "") }
+
+func (sqliteDialect) forShare() string  { return "" }
+func (sqliteDialect) forUpdate() string { return "" }
+
+// lockMigrations needs no lock: the writer's transactions take the database lock at BEGIN.
+func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) {
+	return func() {}, nil
 }
 
 // sqlitePragmas are set on every connection: WAL so readers never block the writer, foreign keys

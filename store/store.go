@@ -29,8 +29,24 @@ type dialect interface {
 	rebind(q string) string
 	// uniqueViolation reports whether err is a unique or primary key constraint failure.
 	uniqueViolation(err error) bool
+	// fkViolation reports whether err is a foreign key failure (a parent deleted concurrently).
+	fkViolation(err error) bool
 	// unavailable reports whether err means the database cannot be reached at all.
 	unavailable(err error) bool
+	// ddl adapts a statement of the shared migrations to the engine.
+	ddl(stmt string) string
+	// forShare and forUpdate are the row-locking suffixes of a SELECT inside a write transaction;
+	// empty where the engine serialises writers anyway.
+	forShare() string
+	forUpdate() string
+	// lockMigrations serialises migrations across processes starting at once.
+	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
+}
+
+// Options tune a store beyond what the DSN says.
+type Options struct {
+	// MaxConns caps the PostgreSQL connection pool of this process (default DefaultPGMaxConns).
+	MaxConns int
 }
 
 // Store is the database behind one edgeplane process. It is safe for concurrent use.
@@ -46,13 +62,23 @@ type Store struct {
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
 // "sqlite:PATH", or a postgres:// URL.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// IsPostgres reports whether dsn names a PostgreSQL database.
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	var (
 		s   *Store
 		err error
 	)
 	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return nil, errors.New("PostgreSQL is not supported yet: use a SQLite path for --db (issue: PostgreSQL store)")
+	case IsPostgres(dsn):
+		s, err = openPostgres(ctx, dsn, opts)
 	default:
 		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
 	}
@@ -84,8 +110,20 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // migrate applies the embedded migrations that are not yet recorded, each in its own transaction.
+// Replicas starting together take turns through the dialect's migration lock, so each migration
+// runs exactly once.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer conn.Close()
+	unlock, err := s.d.lockMigrations(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("store: lock migrations: %w", err)
+	}
+	defer unlock()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
 		return fmt.Errorf("store: create schema_migrations: %w", err)
 	}
@@ -104,7 +142,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = s.connTx(ctx, conn, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), v).Scan(&n); err != nil {
 				return err
@@ -113,7 +151,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return nil
 			}
 			for _, stmt := range splitStatements(string(body)) {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				if _, err := tx.ExecContext(ctx, s.d.ddl(stmt)); err != nil {
 					return fmt.Errorf("store: migration %s: %w", base, err)
 				}
 			}
@@ -168,6 +206,19 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return fmt.Errorf("store: gave up after %d conflicting attempts", maxAttempts)
 }
 
+// connTx runs fn in one transaction on a given connection.
+func (s *Store) connTx(ctx context.Context, conn *sql.Conn, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err = fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -193,6 +244,9 @@ func (s *Store) classify(err error) error {
 	var e *ep.Error
 	if errors.As(err, &e) || errors.Is(err, errRetry) {
 		return err
+	}
+	if s.d.fkViolation(err) {
+		return errRetry // a parent or owner was deleted concurrently: the retry reports it properly
 	}
 	if s.d.unavailable(err) || errors.Is(err, context.DeadlineExceeded) {
 		return &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeUnavailable,

@@ -1,6 +1,7 @@
 -- The whole model: every object is a JSON document in "objects"; the side tables hold what both
 -- engines must enforce inside the same transaction as the write (token lookup, references,
--- globally unique claims). Portable DDL: it runs unchanged on SQLite and PostgreSQL.
+-- globally unique claims). Portable DDL: the only engine difference is COLLATE "C" on ids, which
+-- makes PostgreSQL sort them bytewise (KSUID order) whatever its locale; SQLite drops it.
 
 CREATE TABLE accounts (
     id         TEXT PRIMARY KEY,
@@ -19,10 +20,10 @@ CREATE TABLE principals (
 CREATE INDEX principals_account ON principals (account_id);
 
 CREATE TABLE objects (
-    id         TEXT PRIMARY KEY,
+    id         TEXT COLLATE "C" PRIMARY KEY,
     account_id TEXT NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
     kind       TEXT NOT NULL,
-    parent_id  TEXT REFERENCES objects (id) ON DELETE CASCADE,
+    parent_id  TEXT COLLATE "C" REFERENCES objects (id) ON DELETE CASCADE,
     version    INTEGER NOT NULL,
     created_at TEXT NOT NULL,
     doc        TEXT NOT NULL
