@@ -173,7 +173,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 			}
 		}
 		id, created := ep.NewID(res.Prefix)
-		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, Created: created, ParentID: parentID}
+		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, Created: created, ParentID: parentID, Settings: s.Settings()}
 		d, err := c.Create(op)
 		if err != nil {
 			return err
@@ -198,6 +198,11 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 			}
 			token = op.Token.Plain
 		}
+		if op.Secret != "" {
+			if err := s.putSecret(ctx, tx, caller.AccountID, id, op.Secret); err != nil {
+				return err
+			}
+		}
 		if err := s.writeRefs(ctx, tx, id, refsOf(d), false); err != nil {
 			return err
 		}
@@ -221,12 +226,15 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string, fn func(op *ep.Op, doc ep.Document) error) (ep.Document, error) {
 	var doc ep.Document
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		d, r, err := s.load(ctx, tx, caller.AccountID, res, parentID, id, false)
+		// The read takes the row lock where the engine has one, so concurrent writers of one hot
+		// object queue instead of failing the version check over and over; the version check
+		// still guards every write.
+		d, r, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
 			return err
 		}
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
-		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID}
+		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID, Settings: s.Settings()}
 		refsBefore, claimsBefore := refsOf(d), claimsOf(d)
 		if err := fn(op, d); err != nil {
 			return err
@@ -284,7 +292,7 @@ func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		}
 		if res.OnDelete != nil {
 			view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
-			if err := res.OnDelete(&ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID}, d); err != nil {
+			if err := res.OnDelete(&ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID, Settings: s.Settings()}, d); err != nil {
 				return err
 			}
 		}

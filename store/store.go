@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -57,6 +59,8 @@ type Store struct {
 	// may be the same pool.
 	w, r *sql.DB
 	q    queries
+	// settings are the deployment settings handed to rules (SetSettings); nil means defaults.
+	settings atomic.Pointer[ep.Settings]
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
@@ -191,13 +195,21 @@ func splitStatements(body string) []string {
 // errRetry makes inTx run the function again: a compare-and-swap lost, or a unique claim raced.
 var errRetry = errors.New("store: retry")
 
-const maxAttempts = 8
+const maxAttempts = 12
 
 // inTx runs fn in a write transaction, committing when it returns nil and retrying when it
 // returns errRetry.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if attempt > 0 {
+			// Jittered backoff, so racing writers do not collide again in lockstep.
+			select {
+			case <-time.After(time.Duration(rand.Int64N(int64(attempt) * int64(5*time.Millisecond)))):
+			case <-ctx.Done():
+				return s.classify(ctx.Err())
+			}
+		}
 		err = s.tryTx(ctx, fn)
 		if !errors.Is(err, errRetry) {
 			return err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -239,6 +240,7 @@ func runBin(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, args...)
 	cmd.Env = cleanEnv(env...)
+	cmd.Dir = t.TempDir() // a default edgeplane.db never lands in the package directory
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -523,18 +525,45 @@ func TestAPIKeyCreateOnNeverServedDatabase(t *testing.T) {
 
 // --- 4. PostgreSQL --------------------------------------------------------------------------
 
-func TestPostgresDSNIsRejected(t *testing.T) {
+// closingServer accepts TCP connections and closes them at once: a PostgreSQL address that
+// certainly fails, whatever runs on the machine's port 5432.
+func closingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// An unusable PostgreSQL DSN makes serve and apikey create fail with a message that names
+// PostgreSQL, without printing anything on stdout or leaking the password.
+func TestPostgresDSNFailsWithMessage(t *testing.T) {
 	t.Parallel()
+	const literal = "postgres://x@127.0.0.1/db"
+	closing := "postgres://x:s3cretpw@" + closingServer(t) + "/db"
 	for _, c := range []struct {
 		name string
 		env  []string
 		args []string
 	}{
-		{"serve", nil, []string{"serve", "--db", "postgres://x@127.0.0.1/db", "--listen", "127.0.0.1:0"}},
+		{"serve", nil, []string{"serve", "--db", literal, "--listen", "127.0.0.1:0"}},
 		{"serve postgresql scheme", nil, []string{"serve", "--db", "postgresql://x@127.0.0.1/db", "--listen", "127.0.0.1:0"}},
-		{"serve from env", []string{"EDGEPLANE_DB=postgres://x@127.0.0.1/db", "EDGEPLANE_LISTEN=127.0.0.1:0"}, []string{"serve"}},
-		{"apikey create", nil, []string{"apikey", "create", "--db", "postgres://x@127.0.0.1/db"}},
-		{"apikey create from env", []string{"EDGEPLANE_DB=postgres://x@127.0.0.1/db"}, []string{"apikey", "create"}},
+		{"serve closing server", nil, []string{"serve", "--db", closing, "--listen", "127.0.0.1:0"}},
+		{"serve from env", []string{"EDGEPLANE_DB=" + literal, "EDGEPLANE_LISTEN=127.0.0.1:0"}, []string{"serve"}},
+		{"apikey create", nil, []string{"apikey", "create", "--db", literal}},
+		{"apikey create closing server", nil, []string{"apikey", "create", "--db", closing}},
+		{"apikey create from env", []string{"EDGEPLANE_DB=" + literal}, []string{"apikey", "create"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -544,6 +573,9 @@ func TestPostgresDSNIsRejected(t *testing.T) {
 			}
 			if !strings.Contains(stderr, "PostgreSQL") {
 				t.Errorf("stderr does not mention PostgreSQL: %q", stderr)
+			}
+			if strings.Contains(stderr, "s3cretpw") {
+				t.Errorf("stderr shows the DSN's password: %q", stderr)
 			}
 			if stdout != "" {
 				t.Errorf("stdout = %q, want empty", stdout)
@@ -570,8 +602,9 @@ func TestEnvironmentConfiguresServe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "edgeplane.db")); err == nil {
 		t.Errorf("the default database edgeplane.db was created although EDGEPLANE_DB was set")
 	}
-	if !strings.HasPrefix(p.addr, "127.0.0.1:") || strings.HasSuffix(p.addr, ":0") {
-		t.Errorf("EDGEPLANE_LISTEN was not used: listening on %q", p.addr)
+	// Port 0 gets an ephemeral port from the kernel, never serve's default 127.0.0.1:8080.
+	if !strings.HasPrefix(p.addr, "127.0.0.1:") || strings.HasSuffix(p.addr, ":0") || p.addr == "127.0.0.1:8080" {
+		t.Errorf("EDGEPLANE_LISTEN=127.0.0.1:0 was not used: listening on %q", p.addr)
 	}
 	tok, ok := bootstrapToken(t, p.stderr.String())
 	if !ok {
@@ -711,7 +744,7 @@ func TestSignalsShutDownCleanly(t *testing.T) {
 					t.Errorf("stderr lacks %s:\n%s", msg, stderr)
 				}
 			}
-			if strings.Contains(stderr, "edgeplane: ") && strings.Contains(stderr, "shutdown:") {
+			if strings.Contains(stderr, "edgeplane: shutdown:") {
 				t.Errorf("shutdown reported an error:\n%s", stderr)
 			}
 			// The database was closed cleanly: SQLite removes the WAL file when the last
