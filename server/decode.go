@@ -19,25 +19,12 @@ import (
 // wrong type is 400 ERR_NGROK_215 naming the field, and a body over the limit is 413. An empty
 // body is an empty object. The id and edge_id that clients echo must equal the path's.
 func (s *Server) decode(r *http.Request, dst any, pathID, pathEdgeID string) error {
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	data, err := s.readBody(r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return ep.Errorf(http.StatusRequestEntityTooLarge, ep.CodeBodyTooLarge,
-				"The request body is larger than the limit of %d bytes.", tooBig.Limit)
-		}
-		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body could not be read.")
+		return err
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		data = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return decodeError(err, dst)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body has data after the JSON object.")
+	if err := decodeStrict(data, dst); err != nil {
+		return err
 	}
 	if e, ok := dst.(ep.Echoer); ok {
 		id, edgeID := e.Echoed()
@@ -45,6 +32,36 @@ func (s *Server) decode(r *http.Request, dst any, pathID, pathEdgeID string) err
 			return err
 		}
 		return checkEcho("edge_id", edgeID, pathEdgeID)
+	}
+	return nil
+}
+
+// readBody reads the request body up to the limit; an empty body is an empty object.
+func (s *Server) readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, ep.Errorf(http.StatusRequestEntityTooLarge, ep.CodeBodyTooLarge,
+				"The request body is larger than the limit of %d bytes.", tooBig.Limit)
+		}
+		return nil, ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body could not be read.")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	return data, nil
+}
+
+// decodeStrict decodes one JSON object into dst, refusing unknown fields and trailing data.
+func decodeStrict(data []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err, dst)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body has data after the JSON object.")
 	}
 	return nil
 }
