@@ -57,6 +57,17 @@ const (
 	defaultNotFoundMessage = "Resource not found"
 )
 
+// Wire error codes of reserved domains, certificates and SSH certificate authorities.
+const (
+	CodeDomainReserved          = 413  // domain already reserved by this account (409)
+	CodeDomainReservedElsewhere = 414  // domain already reserved by another account (409)
+	CodeCertAndPolicy           = 434  // certificate_id and certificate_management_policy together
+	CodeDomainInUse             = 446  // reserved domain still used by an edge's hostports (409)
+	CodeCertificateInUse        = 449  // edgeplane: TLS certificate still attached to a reserved domain (409)
+	CodeNotCA                   = 1913 // ca_pem does not parse or is not a CA certificate
+	CodeSSHCAInUse              = 1964 // SSH certificate authority still has certificates (409)
+)
+
 // Errorf returns an *Error with a formatted message.
 func Errorf(status, code int, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Msg: fmt.Sprintf(format, args...)}

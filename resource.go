@@ -180,6 +180,10 @@ type Tx interface {
 	PutPrincipal(p Principal) error
 	// DeletePrincipal removes a principal and, through the database, its tokens.
 	DeletePrincipal(id string) error
+	// Secret returns the secret kept with the object (see Op.KeepSecret), or the not-found error
+	// when the object is not of the caller's account or keeps none. A CA's rules read its private
+	// key this way to sign; nothing else ever sees it.
+	Secret(id string) (string, error)
 }
 
 // Op is the context of one write: who is calling, the transaction, and the object's id.
@@ -196,7 +200,17 @@ type Op struct {
 	// Token is set by IssueToken: the store saves its hash and the response shows it once.
 	Token      *Token
 	TokenOwner string
+	// Secret is set by KeepSecret: the store keeps it beside the new object, never inside its
+	// document, so no response can show it.
+	Secret string
+	// Settings are the deployment settings in force (service domains, CNAME zone).
+	Settings Settings
 }
+
+// KeepSecret hands the store a secret of the object being created, such as a private key. The
+// store saves it outside the object's JSON document, in the one place where secrets live (so it
+// can be encrypted at rest there), and rules read it back only through Tx.Secret.
+func (op *Op) KeepSecret(secret string) { op.Secret = secret }
 
 // IssueToken makes the one token of the object being created, owned by ownerID, and returns its
 // plain text for the create response.

@@ -47,8 +47,63 @@ var IPPolicyRules = &Resource{
 	NewUpdate: func() Updater { return new(IPPolicyRuleUpdate) },
 }
 
+// ReservedDomains is /reserved_domains. Names are unique across accounts (claims); a domain
+// that an edge's hostports use cannot be deleted.
+var ReservedDomains = &Resource{
+	Kind: "reserved_domain", Path: "/reserved_domains", ListKey: "reserved_domains", Prefix: "rd", Ops: AllOps,
+	New:       func() Document { return new(ReservedDomain) },
+	NewCreate: func() Creator { return new(ReservedDomainCreate) },
+	NewUpdate: func() Updater { return new(ReservedDomainUpdate) },
+	InUse:     domainInUse,
+}
+
+// TLSCertificates is /tls_certificates. A certificate attached to a reserved domain cannot be
+// deleted.
+var TLSCertificates = &Resource{
+	Kind: "tls_certificate", Path: "/tls_certificates", ListKey: "tls_certificates", Prefix: "cert", Ops: AllOps,
+	New:       func() Document { return new(TLSCertificate) },
+	NewCreate: func() Creator { return new(TLSCertificateCreate) },
+	NewUpdate: func() Updater { return new(TLSCertificateUpdate) },
+	InUse:     certificateInUse,
+}
+
+// CertificateAuthorities is /certificate_authorities.
+var CertificateAuthorities = &Resource{
+	Kind: "certificate_authority", Path: "/certificate_authorities", ListKey: "certificate_authorities", Prefix: "ca", Ops: AllOps,
+	New:       func() Document { return new(CertificateAuthority) },
+	NewCreate: func() Creator { return new(CertificateAuthorityCreate) },
+	NewUpdate: func() Updater { return new(CertificateAuthorityUpdate) },
+}
+
+// SSHCertificateAuthorities is /ssh_certificate_authorities. A CA that still has certificates
+// cannot be deleted.
+var SSHCertificateAuthorities = &Resource{
+	Kind: "ssh_certificate_authority", Path: "/ssh_certificate_authorities", ListKey: "ssh_certificate_authorities", Prefix: "sshca", Ops: AllOps,
+	New:       func() Document { return new(SSHCertificateAuthority) },
+	NewCreate: func() Creator { return new(SSHCertificateAuthorityCreate) },
+	NewUpdate: func() Updater { return new(SSHCertificateAuthorityUpdate) },
+	InUse:     sshCAInUse,
+}
+
+// SSHUserCertificates is /ssh_user_certificates.
+var SSHUserCertificates = &Resource{
+	Kind: "ssh_user_certificate", Path: "/ssh_user_certificates", ListKey: "ssh_user_certificates", Prefix: "sucrt", Ops: AllOps,
+	New:       func() Document { return new(SSHUserCertificate) },
+	NewCreate: func() Creator { return new(SSHUserCertificateCreate) },
+	NewUpdate: func() Updater { return new(SSHUserCertificateUpdate) },
+}
+
+// SSHHostCertificates is /ssh_host_certificates.
+var SSHHostCertificates = &Resource{
+	Kind: "ssh_host_certificate", Path: "/ssh_host_certificates", ListKey: "ssh_host_certificates", Prefix: "shcrt", Ops: AllOps,
+	New:       func() Document { return new(SSHHostCertificate) },
+	NewCreate: func() Creator { return new(SSHHostCertificateCreate) },
+	NewUpdate: func() Updater { return new(SSHHostCertificateUpdate) },
+}
+
 // Resources is the resource table, in the order the API documents them.
-var Resources = []*Resource{APIKeys, Credentials, BotUsers, IPPolicies, IPPolicyRules}
+var Resources = []*Resource{APIKeys, Credentials, BotUsers, IPPolicies, IPPolicyRules,
+	ReservedDomains, TLSCertificates, CertificateAuthorities, SSHCertificateAuthorities, SSHUserCertificates, SSHHostCertificates}
 
 // Principal id prefixes: users have no collection of their own.
 const (

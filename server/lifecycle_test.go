@@ -3,6 +3,7 @@ package server_test
 import (
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ type fixture struct {
 	update map[string]any
 	// text is a string field of both bodies, for the type and length checks.
 	text string
+	// writeOnly are create-body fields that no response may show (a private key, the parameters
+	// of a generated key): instead of the round trip, the test asserts they are absent.
+	writeOnly []string
 }
 
 var fixtures = map[string]fixture{
@@ -52,6 +56,63 @@ var fixtures = map[string]fixture{
 			return map[string]any{"ip_policy_id": p.str("id"), "cidr": "10.0.0.0/8", "action": "allow", "description": "lan"}
 		},
 		update: map[string]any{"cidr": "2001:db8::/32", "description": "v6"},
+		text:   "description",
+	},
+	"reserved_domain": {
+		create: func(*env, account) map[string]any {
+			return map[string]any{"domain": freshDomain("lc"), "region": "eu", "description": "web", "metadata": "m"}
+		},
+		update: map[string]any{"description": "web 2", "metadata": "m2",
+			"certificate_management_policy": map[string]any{"authority": "letsencrypt", "private_key_type": "ecdsa"}},
+		text: "description",
+	},
+	"tls_certificate": {
+		create: func(e *env, _ account) map[string]any {
+			p := testPKI(e.t)
+			return map[string]any{"certificate_pem": chainPEM(p.leafECDSA, p.inter), "private_key_pem": p.leafECDSA.keyPEM, "description": "web"}
+		},
+		update:    map[string]any{"description": "web 2", "metadata": "m2"},
+		text:      "description",
+		writeOnly: []string{"private_key_pem"},
+	},
+	"certificate_authority": {
+		create: func(e *env, _ account) map[string]any {
+			return map[string]any{"ca_pem": testPKI(e.t).root.pem, "description": "clients", "metadata": "m"}
+		},
+		update: map[string]any{"description": "clients 2", "metadata": "m2"},
+		text:   "description",
+	},
+	"ssh_certificate_authority": {
+		create: func(*env, account) map[string]any {
+			return map[string]any{"private_key_type": "ecdsa", "elliptic_curve": "p256", "description": "ops", "metadata": "m"}
+		},
+		update:    map[string]any{"description": "ops 2", "metadata": "m2"},
+		text:      "description",
+		writeOnly: []string{"private_key_type", "elliptic_curve"},
+	},
+	"ssh_user_certificate": {
+		create: func(e *env, a account) map[string]any {
+			ca := e.do(a.token, "POST", "/ssh_certificate_authorities", map[string]any{"private_key_type": "ed25519"}).must(e.t, 201)
+			return map[string]any{
+				"ssh_certificate_authority_id": ca.str("id"), "public_key": testPKI(e.t).sshEd25519,
+				"principals": []any{"deploy", "root"}, "critical_options": map[string]any{"source-address": "10.0.0.0/8,192.0.2.1"},
+				"extensions":  map[string]any{"permit-pty": "", "permit-port-forwarding": ""},
+				"valid_after": "2030-01-01T00:00:00Z", "valid_until": "2030-01-02T00:00:00Z", "description": "deploy",
+			}
+		},
+		update: map[string]any{"description": "deploy 2", "metadata": "m2"},
+		text:   "description",
+	},
+	"ssh_host_certificate": {
+		create: func(e *env, a account) map[string]any {
+			ca := e.do(a.token, "POST", "/ssh_certificate_authorities", map[string]any{"private_key_type": "ed25519"}).must(e.t, 201)
+			return map[string]any{
+				"ssh_certificate_authority_id": ca.str("id"), "public_key": testPKI(e.t).sshECDSA,
+				"principals": []any{"host.example.com"}, "valid_after": "2030-01-01T00:00:00Z", "valid_until": "2031-01-01T00:00:00Z",
+				"description": "bastion",
+			}
+		},
+		update: map[string]any{"description": "bastion 2", "metadata": "m2"},
 		text:   "description",
 	},
 }
@@ -92,6 +153,12 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("uri %s, want %s", got, want)
 			}
 			for field, v := range body {
+				if slices.Contains(fx.writeOnly, field) {
+					if _, shown := created.body[field]; shown {
+						t.Fatalf("create response shows the write-only field %s: %s", field, created.raw)
+					}
+					continue
+				}
 				if strings.HasSuffix(field, "_id") {
 					continue
 				}
@@ -107,6 +174,11 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			got := e.do(a.token, "GET", res.Path+"/"+id, nil).must(t, 200)
+			for _, field := range fx.writeOnly {
+				if _, shown := got.body[field]; shown {
+					t.Fatalf("GET shows the write-only field %s: %s", field, got.raw)
+				}
+			}
 			for field, v := range created.body {
 				if field == "token" {
 					if got.body["token"] != nil {

@@ -1,11 +1,12 @@
 // Command edgeplane is the self-hosted server for the Edge Ingress Management API.
 //
-//	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL]
+//	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [--service-domains LIST] [--cname-zone ZONE]
 //	edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
 //	edgeplane version
 //
 // Every flag can also come from the environment (EDGEPLANE_LISTEN, EDGEPLANE_DB,
-// EDGEPLANE_BASE_URL); a flag given on the command line wins.
+// EDGEPLANE_BASE_URL, EDGEPLANE_SERVICE_DOMAINS, EDGEPLANE_CNAME_ZONE); a flag given on the
+// command line wins.
 package main
 
 import (
@@ -54,7 +55,7 @@ func main() {
 }
 
 const usage = `usage:
-  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL]
+  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [--service-domains LIST] [--cname-zone ZONE]
   edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
   edgeplane version`
 
@@ -109,11 +110,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	listen := fs.String("listen", env("EDGEPLANE_LISTEN", "127.0.0.1:8080"), "address to listen on (env EDGEPLANE_LISTEN)")
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path or sqlite:PATH (env EDGEPLANE_DB)")
 	baseURL := fs.String("base-url", env("EDGEPLANE_BASE_URL", ""), "public base URL used in every uri (env EDGEPLANE_BASE_URL; default http://<listen address>)")
+	serviceDomains := fs.String("service-domains", env("EDGEPLANE_SERVICE_DOMAINS", ep.DefaultServiceDomains),
+		"comma-separated base domains the service owns: reserved domains under them need no CNAME (env EDGEPLANE_SERVICE_DOMAINS)")
+	cnameZone := fs.String("cname-zone", env("EDGEPLANE_CNAME_ZONE", ep.DefaultCNAMEZone),
+		"DNS zone of the CNAME targets generated for custom domains (env EDGEPLANE_CNAME_ZONE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	settings, err := ep.ParseSettings(*serviceDomains, *cnameZone)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -122,6 +131,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	st.SetSettings(settings)
 	if err := bootstrap(ctx, st, stderr); err != nil {
 		return err
 	}

@@ -1,0 +1,95 @@
+package edgeplane
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Defaults of the deployment settings, used when the operator configures nothing.
+const (
+	// DefaultServiceDomains is the base domain whose subdomains edgeplane treats as its own: they
+	// need no CNAME record, so their reserved domains show a null cname_target.
+	DefaultServiceDomains = "edgeplane.app"
+	// DefaultCNAMEZone is the DNS zone under which custom domains get their CNAME targets.
+	DefaultCNAMEZone = "cname.edgeplane.app"
+)
+
+// Settings are the few deployment choices that domain rules depend on. They come from the command
+// line (--service-domains, --cname-zone), reach rules through Op.Settings, and are never stored:
+// what a rule derived from them at creation (a domain's cname_target) is stored with the object,
+// so changing them later does not rewrite existing objects.
+type Settings struct {
+	// ServiceDomains are the base domains the operator owns. A reserved domain under one of them
+	// is served without a CNAME record of the user's; a custom domain needs one.
+	ServiceDomains []string
+	// CNAMEZone is the DNS zone in which edgeplane generates the CNAME targets that users point
+	// their custom domains at. Names inside it cannot be reserved.
+	CNAMEZone string
+}
+
+// DefaultSettings returns the settings of a server configured with nothing.
+func DefaultSettings() Settings {
+	return Settings{ServiceDomains: []string{DefaultServiceDomains}, CNAMEZone: DefaultCNAMEZone}
+}
+
+// ParseSettings builds Settings from the comma-separated list of service domains and the CNAME
+// zone as given on the command line. Empty values take the defaults; names are lowercased and
+// must be hostnames of at least two labels, so a typo fails at startup rather than misclassifying
+// every domain later.
+func ParseSettings(serviceDomains, cnameZone string) (Settings, error) {
+	s := DefaultSettings()
+	if strings.TrimSpace(serviceDomains) != "" {
+		s.ServiceDomains = nil
+		for d := range strings.SplitSeq(serviceDomains, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			if d == "" {
+				continue
+			}
+			if !ValidHostname(d, false) {
+				return Settings{}, fmt.Errorf("--service-domains: %q is not a hostname of at least two labels", d)
+			}
+			if !slices.Contains(s.ServiceDomains, d) {
+				s.ServiceDomains = append(s.ServiceDomains, d)
+			}
+		}
+		if len(s.ServiceDomains) == 0 {
+			return Settings{}, fmt.Errorf("--service-domains: %q names no domain", serviceDomains)
+		}
+	}
+	if z := strings.ToLower(strings.TrimSpace(cnameZone)); z != "" {
+		if !ValidHostname(z, false) {
+			return Settings{}, fmt.Errorf("--cname-zone: %q is not a hostname of at least two labels", z)
+		}
+		s.CNAMEZone = z
+	}
+	return s, nil
+}
+
+// effective returns s with defaults in place of empty values, so a zero Settings (a store that
+// was never configured) behaves like the defaults.
+func (s Settings) effective() Settings {
+	d := DefaultSettings()
+	if len(s.ServiceDomains) == 0 {
+		s.ServiceDomains = d.ServiceDomains
+	}
+	if s.CNAMEZone == "" {
+		s.CNAMEZone = d.CNAMEZone
+	}
+	return s
+}
+
+// serviceDomainOf returns the service domain that host is a subdomain of, or "".
+func (s Settings) serviceDomainOf(host string) string {
+	for _, d := range s.ServiceDomains {
+		if strings.HasSuffix(host, "."+d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// within reports whether host is zone or a name inside it.
+func within(host, zone string) bool {
+	return host == zone || strings.HasSuffix(host, "."+zone)
+}
