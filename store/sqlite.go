@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -56,11 +57,12 @@ func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) 
 	return func() {}, nil
 }
 
-// sqlitePragmas are set on every connection: WAL so readers never block the writer, foreign keys
-// for the cascades the schema declares, a busy timeout so another process writing (edgeplane
-// apikey create while a server runs) waits instead of failing, and synchronous=NORMAL, under
-// which a committed transaction survives a crash of the process (not necessarily a power loss).
-var sqlitePragmas = []string{"journal_mode(WAL)", "foreign_keys(1)", "busy_timeout(10000)", "synchronous(NORMAL)"}
+// sqlitePragmas are set on every connection, in this order: a busy timeout first, so that another
+// process writing (edgeplane apikey create while a server runs) or opening the same new file makes
+// this one wait instead of fail; WAL, so readers never block the writer; foreign keys, for the
+// cascades the schema declares; and synchronous=NORMAL, under which a committed transaction
+// survives a crash of the process (not necessarily a power loss).
+var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}
 
 func sqliteDSN(path string, extra url.Values) string {
 	v := url.Values{}
@@ -85,14 +87,24 @@ func openSQLite(path string) (*Store, error) {
 			return nil, fmt.Errorf("store: directory of the database %s: %w", path, err)
 		}
 	}
-	w, err := sql.Open("sqlite", sqliteDSN(path, url.Values{"_txlock": {"immediate"}}))
-	if err != nil {
-		return nil, err
+	w, openErr := sql.Open("sqlite", sqliteDSN(path, url.Values{"_txlock": {"immediate"}}))
+	if openErr != nil {
+		return nil, openErr
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	if err := w.Ping(); err != nil {
+	// Switching a new file to WAL can fail with SQLITE_BUSY without waiting on the busy handler
+	// when another process opens the same new file at the same moment: retry, bounded.
+	var err error
+	for delay, waited := 5*time.Millisecond, time.Duration(0); ; delay *= 2 {
+		if err = w.Ping(); err == nil || !(sqliteDialect{}).unavailable(err) || waited > 10*time.Second {
+			break
+		}
+		time.Sleep(delay)
+		waited += delay
+	}
+	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
