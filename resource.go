@@ -50,6 +50,9 @@ type Resource struct {
 	InUse func(id string) *Error
 	// OnDelete runs inside the delete transaction, for side effects outside the object itself.
 	OnDelete func(op *Op, doc Document) error
+	// Embeds is the child collection whose objects this collection's documents show (see
+	// Embedder), or nil.
+	Embeds *Resource
 }
 
 // Document is implemented by every stored object, through its embedded Meta.
@@ -111,8 +114,13 @@ const (
 // references that survive their target's deletion (a module keeping the Ref of a deleted IP
 // policy) are not declared at all.
 type Reference struct {
-	To   string
-	Mode RefMode
+	// To is the id of the referenced object.
+	To string
+	// ToClaim, when set instead of To, refers to whichever object of the caller's account holds
+	// the claim (the reserved domain behind an edge's hostport); none holding it is no reference.
+	// It keeps references a pure function of the stored document.
+	ToClaim *Claim
+	Mode    RefMode
 }
 
 // Referrer is implemented by documents with enforced references.
@@ -132,6 +140,15 @@ type Claim struct {
 type Claimer interface {
 	Claims() []Claim
 	Conflict(c Claim, sameAccount bool) *Error
+}
+
+// Embedder is implemented by documents that show the objects of a child collection inside them
+// (an HTTPS edge shows its routes). The store loads the children, oldest first, whenever it
+// returns such a document; StoredForm is what is written, without them.
+type Embedder interface {
+	SetChildren(children []Document)
+	Children() []Document
+	StoredForm() Document
 }
 
 // Child is implemented by documents that belong to a parent object: they are deleted with it.
@@ -180,6 +197,9 @@ type Tx interface {
 	PutPrincipal(p Principal) error
 	// DeletePrincipal removes a principal and, through the database, its tokens.
 	DeletePrincipal(id string) error
+	// Claimed returns the object holding a claim and whether it is of the caller's account, or
+	// the not-found error when nothing holds it.
+	Claimed(namespace, value string) (objectID string, mine bool, err error)
 	// Secret returns the secret kept with the object (see Op.KeepSecret), or the not-found error
 	// when the object is not of the caller's account or keeps none. A CA's rules read its private
 	// key this way to sign; nothing else ever sees it.

@@ -3,6 +3,7 @@ package edgeplane
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,10 @@ const (
 	DefaultServiceDomains = "edgeplane.app"
 	// DefaultCNAMEZone is the DNS zone under which custom domains get their CNAME targets.
 	DefaultCNAMEZone = "cname.edgeplane.app"
+	// DefaultTCPHost and the default port range are where reserved TCP addresses are assigned.
+	DefaultTCPHost    = "tcp.edgeplane.app"
+	DefaultTCPPortMin = 10000
+	DefaultTCPPortMax = 29999
 )
 
 // Settings are the few deployment choices that domain rules depend on. They come from the command
@@ -26,11 +31,16 @@ type Settings struct {
 	// CNAMEZone is the DNS zone in which edgeplane generates the CNAME targets that users point
 	// their custom domains at. Names inside it cannot be reserved.
 	CNAMEZone string
+	// TCPHost and TCPPortMin..TCPPortMax are where reserved TCP addresses are assigned
+	// (--tcp-addr-host, --tcp-port-range).
+	TCPHost                string
+	TCPPortMin, TCPPortMax int
 }
 
 // DefaultSettings returns the settings of a server configured with nothing.
 func DefaultSettings() Settings {
-	return Settings{ServiceDomains: []string{DefaultServiceDomains}, CNAMEZone: DefaultCNAMEZone}
+	return Settings{ServiceDomains: []string{DefaultServiceDomains}, CNAMEZone: DefaultCNAMEZone,
+		TCPHost: DefaultTCPHost, TCPPortMin: DefaultTCPPortMin, TCPPortMax: DefaultTCPPortMax}
 }
 
 // ParseSettings builds Settings from the comma-separated list of service domains and the CNAME
@@ -66,6 +76,27 @@ func ParseSettings(serviceDomains, cnameZone string) (Settings, error) {
 	return s, nil
 }
 
+// ParseTCPAddrs sets where reserved TCP addresses are assigned from --tcp-addr-host and
+// --tcp-port-range ("10000-29999"); empty values keep the defaults.
+func (s *Settings) ParseTCPAddrs(host, portRange string) error {
+	if h := strings.ToLower(strings.TrimSpace(host)); h != "" {
+		if !ValidHostname(h, false) {
+			return fmt.Errorf("--tcp-addr-host: %q is not a hostname of at least two labels", h)
+		}
+		s.TCPHost = h
+	}
+	if r := strings.TrimSpace(portRange); r != "" {
+		lo, hi, ok := strings.Cut(r, "-")
+		a, errA := strconv.Atoi(strings.TrimSpace(lo))
+		b, errB := strconv.Atoi(strings.TrimSpace(hi))
+		if !ok || errA != nil || errB != nil || a < 1 || b > 65535 || a > b {
+			return fmt.Errorf("--tcp-port-range: %q is not LOW-HIGH with 1 <= LOW <= HIGH <= 65535", r)
+		}
+		s.TCPPortMin, s.TCPPortMax = a, b
+	}
+	return nil
+}
+
 // effective returns s with defaults in place of empty values, so a zero Settings (a store that
 // was never configured) behaves like the defaults.
 func (s Settings) effective() Settings {
@@ -75,6 +106,12 @@ func (s Settings) effective() Settings {
 	}
 	if s.CNAMEZone == "" {
 		s.CNAMEZone = d.CNAMEZone
+	}
+	if s.TCPHost == "" {
+		s.TCPHost = d.TCPHost
+	}
+	if s.TCPPortMin == 0 || s.TCPPortMax == 0 {
+		s.TCPPortMin, s.TCPPortMax = d.TCPPortMin, d.TCPPortMax
 	}
 	return s
 }

@@ -103,7 +103,9 @@ var SSHHostCertificates = &Resource{
 
 // Resources is the resource table, in the order the API documents them.
 var Resources = []*Resource{APIKeys, Credentials, BotUsers, IPPolicies, IPPolicyRules,
-	ReservedDomains, TLSCertificates, CertificateAuthorities, SSHCertificateAuthorities, SSHUserCertificates, SSHHostCertificates}
+	ReservedDomains, TLSCertificates, CertificateAuthorities, SSHCertificateAuthorities, SSHUserCertificates, SSHHostCertificates,
+	ReservedAddrs, TunnelGroupBackends, StaticBackends, HTTPResponseBackends, FailoverBackends, WeightedBackends,
+	TLSEdges, HTTPSEdges, HTTPSEdgeRoutes, TCPEdges}
 
 // Principal id prefixes: users have no collection of their own.
 const (

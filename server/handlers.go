@@ -18,6 +18,8 @@ type collection struct {
 	parentParam string
 	// listKey is the JSON-quoted list key, ready for the envelope.
 	listKey []byte
+	// embeds is the collection of the children its documents show, or nil.
+	embeds *collection
 }
 
 func newCollection(res *ep.Resource) *collection {

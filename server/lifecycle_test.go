@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,9 +25,113 @@ type fixture struct {
 	// writeOnly are create-body fields that no response may show (a private key, the parameters
 	// of a generated key): instead of the round trip, the test asserts they are absent.
 	writeOnly []string
+	// parent creates the parent object of a nested collection and returns its id.
+	parent func(e *env, a account) string
 }
 
+// collectionPath is the collection's path in the account: for a nested collection, under a new
+// parent made by the fixture.
+func collectionPath(e *env, a account, res *ep.Resource, fx fixture) string {
+	if res.Parent == nil {
+		return res.Path
+	}
+	parentID := fx.parent(e, a)
+	i, j := strings.Index(res.Path, "{"), strings.Index(res.Path, "}")
+	return res.Path[:i] + parentID + res.Path[j+1:]
+}
+
+// reserve creates a reserved domain in the account and returns the name.
+func reserve(e *env, a account) string {
+	name := freshDomain("edge")
+	e.do(a.token, "POST", "/reserved_domains", map[string]any{"domain": name}).must(e.t, 201)
+	return name
+}
+
+// reserveAddr creates a reserved TCP address in the account and returns it.
+func reserveAddr(e *env, a account) string {
+	return e.do(a.token, "POST", "/reserved_addrs", map[string]any{}).must(e.t, 201).str("addr")
+}
+
+func staticBackend(e *env, a account) string {
+	return e.do(a.token, "POST", "/backends/static", map[string]any{"address": "10.0.0.1:80"}).must(e.t, 201).str("id")
+}
+
+var routeCounter atomic.Int64
+
+func routeMatch() string { return "/r" + strconv.FormatInt(routeCounter.Add(1), 10) }
+
 var fixtures = map[string]fixture{
+	"reserved_addr": {
+		create: func(*env, account) map[string]any { return map[string]any{"description": "db", "region": "us"} },
+		update: map[string]any{"description": "db 2", "metadata": "m"},
+		text:   "description",
+	},
+	"tunnel_group_backend": {
+		create: func(*env, account) map[string]any {
+			return map[string]any{"description": "tg", "labels": map[string]any{"edge": "web"}}
+		},
+		update: map[string]any{"labels": map[string]any{"dc": "eu-1"}, "metadata": "m"},
+		text:   "description",
+	},
+	"static_backend": {
+		create: func(*env, account) map[string]any {
+			return map[string]any{"address": "10.0.0.1:8080", "tls": map[string]any{"enabled": true}, "description": "s"}
+		},
+		update: map[string]any{"address": "app.internal.example.com:443", "description": "s2"},
+		text:   "description",
+	},
+	"http_response_backend": {
+		create: func(*env, account) map[string]any {
+			return map[string]any{"status_code": float64(503), "body": "down", "headers": map[string]any{"content-type": "text/plain"}}
+		},
+		update: map[string]any{"status_code": float64(200), "body": "up"},
+		text:   "description",
+	},
+	"failover_backend": {
+		create: func(e *env, a account) map[string]any {
+			return map[string]any{"backends": []any{staticBackend(e, a), staticBackend(e, a)}, "description": "f"}
+		},
+		update: map[string]any{"description": "f2"},
+		text:   "description",
+	},
+	"weighted_backend": {
+		create: func(e *env, a account) map[string]any {
+			return map[string]any{"backends": map[string]any{staticBackend(e, a): float64(3)}, "description": "w"}
+		},
+		update: map[string]any{"description": "w2"},
+		text:   "description",
+	},
+	"tls_edge": {
+		create: func(e *env, a account) map[string]any {
+			return map[string]any{"hostports": []any{reserve(e, a) + ":443"}, "description": "tls"}
+		},
+		update: map[string]any{"description": "tls 2", "metadata": "m"},
+		text:   "description",
+	},
+	"https_edge": {
+		create: func(e *env, a account) map[string]any {
+			return map[string]any{"hostports": []any{reserve(e, a) + ":443"}, "description": "https"}
+		},
+		update: map[string]any{"description": "https 2", "metadata": "m"},
+		text:   "description",
+	},
+	"https_edge_route": {
+		parent: func(e *env, a account) string {
+			return e.do(a.token, "POST", "/edges/https", map[string]any{}).must(e.t, 201).str("id")
+		},
+		create: func(*env, account) map[string]any {
+			return map[string]any{"match_type": "path_prefix", "match": routeMatch(), "description": "r"}
+		},
+		update: map[string]any{"match_type": "exact_path", "description": "r2"},
+		text:   "description",
+	},
+	"tcp_edge": {
+		create: func(e *env, a account) map[string]any {
+			return map[string]any{"hostports": []any{reserveAddr(e, a)}, "description": "tcp"}
+		},
+		update: map[string]any{"description": "tcp 2"},
+		text:   "description",
+	},
 	"api_key": {
 		create: func(*env, account) map[string]any {
 			return map[string]any{"description": "ci", "metadata": `{"team":"a"}`}
@@ -138,9 +244,10 @@ func TestLifecycle(t *testing.T) {
 			e.t = t
 			a := e.newAccount("lc-" + res.Kind)
 			other := e.newAccount("other-" + res.Kind)
+			path := collectionPath(e, a, res, fx)
 			body := fx.create(e, a)
 
-			created := e.do(a.token, "POST", res.Path, body).must(t, 201)
+			created := e.do(a.token, "POST", path, body).must(t, 201)
 			id := created.str("id")
 			if !ep.ValidID(res.Prefix, id) {
 				t.Fatalf("id %q does not have prefix %s_ and a KSUID", id, res.Prefix)
@@ -149,7 +256,7 @@ func TestLifecycle(t *testing.T) {
 			if got, want := created.str("created_at"), k.Time().UTC().Format(time.RFC3339); got != want {
 				t.Fatalf("created_at %s, want the id's time %s", got, want)
 			}
-			if got, want := created.str("uri"), e.base+res.Path+"/"+id; got != want {
+			if got, want := created.str("uri"), e.base+path+"/"+id; got != want {
 				t.Fatalf("uri %s, want %s", got, want)
 			}
 			for field, v := range body {
@@ -173,7 +280,7 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 
-			got := e.do(a.token, "GET", res.Path+"/"+id, nil).must(t, 200)
+			got := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
 			for _, field := range fx.writeOnly {
 				if _, shown := got.body[field]; shown {
 					t.Fatalf("GET shows the write-only field %s: %s", field, got.raw)
@@ -191,8 +298,8 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 
-			list := e.do(a.token, "GET", res.Path, nil).must(t, 200)
-			if list.str("uri") != e.base+res.Path || list.body["next_page_uri"] != nil {
+			list := e.do(a.token, "GET", path, nil).must(t, 200)
+			if list.str("uri") != e.base+path || list.body["next_page_uri"] != nil {
 				t.Fatalf("list envelope: %s", list.raw)
 			}
 			found := false
@@ -209,7 +316,7 @@ func TestLifecycle(t *testing.T) {
 			}
 
 			// Update: the named fields change, null and absent fields do not, "" clears.
-			updated := e.do(a.token, "PATCH", res.Path+"/"+id, fx.update).must(t, 200)
+			updated := e.do(a.token, "PATCH", path+"/"+id, fx.update).must(t, 200)
 			for field, v := range fx.update {
 				if !equalJSON(updated.body[field], v) {
 					t.Fatalf("updated %s = %v, want %v", field, updated.body[field], v)
@@ -223,7 +330,7 @@ func TestLifecycle(t *testing.T) {
 				nulls[field] = nil
 			}
 			for _, b := range []any{nulls, map[string]any{}, ""} {
-				same := e.do(a.token, "PATCH", res.Path+"/"+id, b).must(t, 200)
+				same := e.do(a.token, "PATCH", path+"/"+id, b).must(t, 200)
 				for field, v := range fx.update {
 					if !equalJSON(same.body[field], v) {
 						t.Fatalf("PATCH %v changed %s to %v", b, field, same.body[field])
@@ -231,23 +338,23 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 			if _, ok := created.body["description"]; ok {
-				cleared := e.do(a.token, "PATCH", res.Path+"/"+id, map[string]any{"description": ""}).must(t, 200)
+				cleared := e.do(a.token, "PATCH", path+"/"+id, map[string]any{"description": ""}).must(t, 200)
 				if cleared.body["description"] != "" {
 					t.Fatalf(`PATCH description "" did not clear it: %s`, cleared.raw)
 				}
 			}
 
 			// Echoed ids: equal to the path is fine, anything else is refused.
-			e.do(a.token, "PATCH", res.Path+"/"+id, map[string]any{"id": id}).must(t, 200)
-			e.do(a.token, "PATCH", res.Path+"/"+id, map[string]any{"id": res.Prefix + "_x"}).wantError(t, 400, ep.CodeInvalid)
-			e.do(a.token, "POST", res.Path, merge(fx.create(e, a), map[string]any{"id": id})).wantError(t, 400, ep.CodeInvalid)
+			e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": id}).must(t, 200)
+			e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": res.Prefix + "_x"}).wantError(t, 400, ep.CodeInvalid)
+			e.do(a.token, "POST", path, merge(fx.create(e, a), map[string]any{"id": id})).wantError(t, 400, ep.CodeInvalid)
 
 			// Generic body errors on create and update, none of which changes anything.
-			before := e.do(a.token, "GET", res.Path+"/"+id, nil).must(t, 200)
-			countBefore := len(e.do(a.token, "GET", res.Path, nil).must(t, 200).items(t, res.ListKey))
+			before := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
+			countBefore := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey))
 			for _, c := range []struct {
 				method, path string
-			}{{"POST", res.Path}, {"PATCH", res.Path + "/" + id}} {
+			}{{"POST", path}, {"PATCH", path + "/" + id}} {
 				r := e.do(a.token, c.method, c.path, map[string]any{"no_such_field": 1}).wantError(t, 400, ep.CodeUnknownField)
 				if !strings.Contains(r.msg(), `"no_such_field"`) || !strings.Contains(r.msg(), fx.text) {
 					t.Fatalf("unknown-field message should name the field and the supported ones: %s", r.msg())
@@ -264,33 +371,38 @@ func TestLifecycle(t *testing.T) {
 				e.do(a.token, c.method, c.path, `[]`).wantError(t, 400, ep.CodeBadJSON)
 				e.do(a.token, c.method, c.path, `{} {}`).wantError(t, 400, ep.CodeBadJSON)
 			}
-			if after := e.do(a.token, "GET", res.Path+"/"+id, nil).must(t, 200); string(after.raw) != string(before.raw) {
+			if after := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200); string(after.raw) != string(before.raw) {
 				t.Fatalf("a rejected request changed the object:\n%s\n%s", before.raw, after.raw)
 			}
-			if n := len(e.do(a.token, "GET", res.Path, nil).must(t, 200).items(t, res.ListKey)); n != countBefore {
+			if n := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey)); n != countBefore {
 				t.Fatalf("a rejected create created an object: %d objects, had %d", n, countBefore)
 			}
 
 			// Another account's object does not exist for the caller.
-			e.do(other.token, "GET", res.Path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			e.do(other.token, "PATCH", res.Path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
-			e.do(other.token, "DELETE", res.Path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			for _, item := range e.do(other.token, "GET", res.Path, nil).must(t, 200).items(t, res.ListKey) {
-				if item["id"] == id {
-					t.Fatalf("another account's list shows %s", id)
+			e.do(other.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+			e.do(other.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
+			e.do(other.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+			if res.Parent != nil {
+				// The parent does not exist for the other account either.
+				e.do(other.token, "GET", path, nil).wantError(t, 404, ep.CodeNotFound)
+			} else {
+				for _, item := range e.do(other.token, "GET", path, nil).must(t, 200).items(t, res.ListKey) {
+					if item["id"] == id {
+						t.Fatalf("another account's list shows %s", id)
+					}
 				}
 			}
 
 			// Delete: 204 with no body, then the object is gone.
-			del := e.do(a.token, "DELETE", res.Path+"/"+id, nil).must(t, 204)
+			del := e.do(a.token, "DELETE", path+"/"+id, nil).must(t, 204)
 			if len(del.raw) != 0 {
 				t.Fatalf("204 with a body: %q", del.raw)
 			}
-			e.do(a.token, "GET", res.Path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			e.do(a.token, "PATCH", res.Path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
-			e.do(a.token, "DELETE", res.Path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+			e.do(a.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+			e.do(a.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
+			e.do(a.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
 			missing, _ := ep.NewID(res.Prefix)
-			e.do(a.token, "GET", res.Path+"/"+missing, nil).wantError(t, 404, ep.CodeNotFound)
+			e.do(a.token, "GET", path+"/"+missing, nil).wantError(t, 404, ep.CodeNotFound)
 		})
 	}
 }
@@ -306,17 +418,18 @@ func TestPaging(t *testing.T) {
 		t.Run(res.Kind, func(t *testing.T) {
 			e.t = t
 			a := e.newAccount("paging-" + res.Kind)
+			path := collectionPath(e, a, res, fx)
 			for range 5 {
-				e.do(a.token, "POST", res.Path, fx.create(e, a)).must(t, 201)
+				e.do(a.token, "POST", path, fx.create(e, a)).must(t, 201)
 			}
-			all := e.do(a.token, "GET", res.Path+"?limit=100", nil).must(t, 200).items(t, res.ListKey)
+			all := e.do(a.token, "GET", path+"?limit=100", nil).must(t, 200).items(t, res.ListKey)
 			if len(all) < 5 {
 				t.Fatalf("list has %d objects, want at least 5", len(all))
 			}
 			var ids []string
-			path, pages := res.Path+"?limit=2&before_id=", 0
+			cursor, pages := path+"?limit=2&before_id=", 0
 			for {
-				page := e.do(a.token, "GET", path, nil).must(t, 200)
+				page := e.do(a.token, "GET", cursor, nil).must(t, 200)
 				pages++
 				items := page.items(t, res.ListKey)
 				if len(items) > 2 {
@@ -332,10 +445,10 @@ func TestPaging(t *testing.T) {
 					}
 					break
 				}
-				if !strings.HasPrefix(next, e.base+res.Path+"?") {
-					t.Fatalf("next_page_uri %q does not start with %q", next, e.base+res.Path+"?")
+				if !strings.HasPrefix(next, e.base+path+"?") {
+					t.Fatalf("next_page_uri %q does not start with %q", next, e.base+path+"?")
 				}
-				path = strings.TrimPrefix(next, e.base)
+				cursor = strings.TrimPrefix(next, e.base)
 			}
 			if want := (len(all) + 1) / 2; pages != want {
 				t.Fatalf("%d pages, want %d", pages, want)
@@ -352,7 +465,7 @@ func TestPaging(t *testing.T) {
 				}
 			}
 			// The other client's spelling of the cursor.
-			second := e.do(a.token, "GET", res.Path+"?limit=2&beforeId="+ids[1], nil).must(t, 200).items(t, res.ListKey)
+			second := e.do(a.token, "GET", path+"?limit=2&beforeId="+ids[1], nil).must(t, 200).items(t, res.ListKey)
 			if len(second) == 0 || second[0]["id"] != ids[2] {
 				t.Fatalf("beforeId did not page: %v", second)
 			}

@@ -64,6 +64,11 @@ func (s *Server) resolve(c *collection, parentID string, doc ep.Document) {
 	m := doc.Base()
 	m.URI = s.base + c.objectPath(parentID, m.ID)
 	fillRefs(reflect.ValueOf(doc), s.base)
+	if e, ok := doc.(ep.Embedder); ok && c.embeds != nil {
+		for _, child := range e.Children() {
+			s.resolve(c.embeds, m.ID, child)
+		}
+	}
 }
 
 var refType = reflect.TypeFor[ep.Ref]()

@@ -63,8 +63,10 @@ func New(st *store.Store, cfg Config) *Server {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	collections := map[*ep.Resource]*collection{}
 	for _, res := range ep.Resources {
 		c := newCollection(res)
+		collections[res] = c
 		if res.Ops.Has(ep.OpCreate) {
 			s.api("POST "+res.Path, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
 		}
@@ -81,6 +83,12 @@ func New(st *store.Store, cfg Config) *Server {
 			s.api("DELETE "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
 		}
 	}
+	for _, c := range collections {
+		if c.res.Embeds != nil {
+			c.embeds = collections[c.res.Embeds]
+		}
+	}
+	s.registerModules(collections)
 	// Everything else: a JSON 404, or a JSON 405 with Allow when the path exists.
 	s.mux.HandleFunc("/", s.unrouted)
 	return s

@@ -113,7 +113,10 @@ func decode(res *ep.Resource, body []byte) (ep.Document, error) {
 // must also belong to parentID. Another account's object is not found, exactly like a missing one.
 func (s *Store) Get(ctx context.Context, account string, res *ep.Resource, parentID, id string) (ep.Document, error) {
 	doc, _, err := s.load(ctx, s.r, account, res, parentID, id, false)
-	return doc, err
+	if err != nil {
+		return nil, err
+	}
+	return doc, s.embed(ctx, res, doc)
 }
 
 // List returns up to limit objects of the collection, newest first, with ids below beforeID when
@@ -155,7 +158,11 @@ func (s *Store) List(ctx context.Context, account string, res *ep.Resource, pare
 		}
 		docs = append(docs, doc)
 	}
-	return docs, more, s.classify(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, false, s.classify(err)
+	}
+	rows.Close()
+	return docs, more, s.embed(ctx, res, docs...)
 }
 
 // Create builds a new object with c inside a write transaction and stores it with its token hash,
@@ -184,7 +191,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		if ch, ok := d.(ep.Child); ok {
 			parent = ch.ParentID()
 		}
-		body, err := json.Marshal(d)
+		body, err := storedJSON(d)
 		if err != nil {
 			return err
 		}
@@ -203,7 +210,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 				return err
 			}
 		}
-		if err := s.writeRefs(ctx, tx, id, refsOf(d), false); err != nil {
+		if err := s.writeRefs(ctx, tx, caller.AccountID, id, refsOf(d), false); err != nil {
 			return err
 		}
 		if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, false); err != nil {
@@ -239,7 +246,7 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		if err := fn(op, d); err != nil {
 			return err
 		}
-		body, err := json.Marshal(d)
+		body, err := storedJSON(d)
 		if err != nil {
 			return err
 		}
@@ -252,8 +259,8 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		} else if n == 0 {
 			return errRetry
 		}
-		if refs := refsOf(d); !slices.Equal(refs, refsBefore) {
-			if err := s.writeRefs(ctx, tx, id, refs, true); err != nil {
+		if refs := refsOf(d); !slices.EqualFunc(refs, refsBefore, sameReference) {
+			if err := s.writeRefs(ctx, tx, caller.AccountID, id, refs, true); err != nil {
 				return err
 			}
 		}
@@ -265,7 +272,10 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		doc = d
 		return nil
 	})
-	return doc, err
+	if err != nil {
+		return nil, err
+	}
+	return doc, s.embed(ctx, res, doc)
 }
 
 // Delete removes the object, unless another object references it with RefRestrict. Objects that
@@ -315,7 +325,7 @@ func claimsOf(d ep.Document) []ep.Claim {
 	return nil
 }
 
-func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, id string, refs []ep.Reference, replace bool) error {
+func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, account, id string, refs []ep.Reference, replace bool) error {
 	if replace {
 		if _, err := tx.ExecContext(ctx, s.q.refsDel, id); err != nil {
 			return s.classify(err)
@@ -323,24 +333,98 @@ func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, id string, refs []ep.
 	}
 	seen := map[string]bool{}
 	for _, r := range refs {
-		if r.To == "" || seen[r.To] {
+		to := r.To
+		if r.ToClaim != nil {
+			var holderAccount string
+			err := tx.QueryRowContext(ctx, s.q.claimGet, r.ToClaim.Namespace, r.ToClaim.Value).Scan(&holderAccount, &to)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && holderAccount != account) {
+				continue // nothing of this account holds it: no reference
+			}
+			if err != nil {
+				return s.classify(err)
+			}
+		}
+		if to == "" || seen[to] {
 			continue
 		}
-		seen[r.To] = true
+		seen[to] = true
 		var found string
-		err := tx.QueryRowContext(ctx, s.q.refTarget, r.To).Scan(&found)
+		err := tx.QueryRowContext(ctx, s.q.refTarget, to).Scan(&found)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			// Users are not objects; anything else was deleted after the rules looked it up.
-			if !strings.HasPrefix(r.To, ep.UserPrefix+"_") {
+			if !strings.HasPrefix(to, ep.UserPrefix+"_") {
 				return errRetry
 			}
 		case err != nil:
 			return s.classify(err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q.refsIns, id, r.To, int(r.Mode)); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.refsIns, id, to, int(r.Mode)); err != nil {
 			return s.classify(err)
 		}
+	}
+	return nil
+}
+
+// sameReference compares references by value.
+func sameReference(a, b ep.Reference) bool {
+	if a.To != b.To || a.Mode != b.Mode || (a.ToClaim == nil) != (b.ToClaim == nil) {
+		return false
+	}
+	return a.ToClaim == nil || *a.ToClaim == *b.ToClaim
+}
+
+// storedJSON is the document as written: without embedded children, which are stored as
+// objects of their own.
+func storedJSON(d ep.Document) ([]byte, error) {
+	if e, ok := d.(ep.Embedder); ok {
+		d = e.StoredForm()
+	}
+	return json.Marshal(d)
+}
+
+// embed loads the children of documents of a collection that embeds another (routes in HTTPS
+// edges), oldest first, with one query for all of them.
+func (s *Store) embed(ctx context.Context, res *ep.Resource, docs ...ep.Document) error {
+	if res.Embeds == nil || len(docs) == 0 {
+		return nil
+	}
+	byParent := make(map[string][]ep.Document, len(docs))
+	args := make([]any, 0, len(docs)+1)
+	args = append(args, res.Embeds.Kind)
+	for _, d := range docs {
+		args = append(args, d.Base().ID)
+	}
+	q := s.d.rebind(`SELECT doc, parent_id FROM objects WHERE kind = ? AND parent_id IN (?` +
+		strings.Repeat(", ?", len(docs)-1) + `) ORDER BY id`)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			body   []byte
+			parent string
+		)
+		if err := rows.Scan(&body, &parent); err != nil {
+			return s.classify(err)
+		}
+		child, err := decode(res.Embeds, body)
+		if err != nil {
+			return err
+		}
+		byParent[parent] = append(byParent[parent], child)
+	}
+	if err := rows.Err(); err != nil {
+		return s.classify(err)
+	}
+	for _, d := range docs {
+		children := byParent[d.Base().ID]
+		if children == nil {
+			children = []ep.Document{}
+		}
+		d.(ep.Embedder).SetChildren(children)
 	}
 	return nil
 }
@@ -392,6 +476,18 @@ type txView struct {
 func (v *txView) Get(res *ep.Resource, id string) (ep.Document, error) {
 	doc, _, err := v.s.load(v.ctx, v.tx, v.account, res, "", id, true)
 	return doc, err
+}
+
+func (v *txView) Claimed(namespace, value string) (string, bool, error) {
+	var account, id string
+	err := v.tx.QueryRowContext(v.ctx, v.s.q.claimGet, namespace, value).Scan(&account, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, ep.NotFound()
+	}
+	if err != nil {
+		return "", false, v.s.classify(err)
+	}
+	return id, account == v.account, nil
 }
 
 func (v *txView) Principal(id string) (ep.Principal, error) {
