@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h printed the flags: asking for help is not a failure
+		}
 		fmt.Fprintln(os.Stderr, "edgeplane:", err)
 		os.Exit(1)
 	}
@@ -99,6 +103,17 @@ func env(name, def string) string {
 	return def
 }
 
+// envInt is env for a number; a value that is not one is reported when the flag is checked.
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+		return -1
+	}
+	return def
+}
+
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("edgeplane "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -108,12 +123,18 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	listen := fs.String("listen", env("EDGEPLANE_LISTEN", "127.0.0.1:8080"), "address to listen on (env EDGEPLANE_LISTEN)")
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path or sqlite:PATH (env EDGEPLANE_DB)")
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
 	baseURL := fs.String("base-url", env("EDGEPLANE_BASE_URL", ""), "public base URL used in every uri (env EDGEPLANE_BASE_URL; default http://<listen address>)")
 	serviceDomains := fs.String("service-domains", env("EDGEPLANE_SERVICE_DOMAINS", ep.DefaultServiceDomains),
 		"comma-separated base domains the service owns: reserved domains under them need no CNAME (env EDGEPLANE_SERVICE_DOMAINS)")
 	cnameZone := fs.String("cname-zone", env("EDGEPLANE_CNAME_ZONE", ep.DefaultCNAMEZone),
 		"DNS zone of the CNAME targets generated for custom domains (env EDGEPLANE_CNAME_ZONE)")
+	tcpHost := fs.String("tcp-addr-host", env("EDGEPLANE_TCP_ADDR_HOST", ep.DefaultTCPHost),
+		"host name of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_ADDR_HOST)")
+	tcpPorts := fs.String("tcp-port-range", env("EDGEPLANE_TCP_PORT_RANGE", fmt.Sprintf("%d-%d", ep.DefaultTCPPortMin, ep.DefaultTCPPortMax)),
+		"LOW-HIGH ports of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_PORT_RANGE)")
+	maxConns := fs.Int("db-max-conns", envInt("EDGEPLANE_DB_MAX_CONNS", store.DefaultPGMaxConns),
+		"PostgreSQL: the most connections this process opens (env EDGEPLANE_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,9 +145,33 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := settings.ParseTCPAddrs(*tcpHost, *tcpPorts); err != nil {
+		return err
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("--db-max-conns must be at least 1, got %d", *maxConns)
+	}
+	if *baseURL != "" {
+		if u, err := url.Parse(*baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", *baseURL)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	st, err := store.Open(ctx, *dsn)
+	// Everything that can fail on bad configuration is checked before the database is touched,
+	// and the port is taken before the first API key is made, so a first start that fails never
+	// prints a token nobody will see again.
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	base := *baseURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+
+	st, err := store.OpenWith(ctx, *dsn, store.Options{MaxConns: *maxConns})
 	if err != nil {
 		return err
 	}
@@ -136,17 +181,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	base := *baseURL
-	if base == "" {
-		base = "http://" + ln.Addr().String()
-	} else if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		ln.Close()
-		return fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", base)
-	}
 	srv := &http.Server{
 		Handler:           server.New(st, server.Config{BaseURL: base, Logger: log}),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -165,6 +199,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
+	// A second SIGINT or SIGTERM during the graceful wait ends the process at once.
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
 	log.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -205,11 +241,14 @@ func newKey(ctx context.Context, st *store.Store, admin ep.Caller, description s
 
 func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("apikey create", stderr)
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path or sqlite:PATH (env EDGEPLANE_DB)")
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
 	account := fs.String("account", "default", "account name; created with its admin user when absent")
 	description := fs.String("description", "", "description of the new key")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("apikey create takes no arguments, got %q (did you mean --account %s?)", fs.Args(), fs.Arg(0))
 	}
 	if *account == "" {
 		return errors.New("--account must not be empty")
