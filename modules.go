@@ -112,7 +112,7 @@ func moduleNamed(parent *Resource, name string) *Module {
 func SetModule(op *Op, m *Module, doc Document, req ModuleRequest) (any, error) {
 	v, err := req.Build(op)
 	if err != nil {
-		return nil, prefixField(err, m.Name)
+		return nil, err // the body is the module: its fields are named as they are
 	}
 	m.Set(doc, v)
 	return v, checkModules(doc)

@@ -35,6 +35,13 @@ type Settings struct {
 	// (--tcp-addr-host, --tcp-port-range).
 	TCPHost                string
 	TCPPortMin, TCPPortMax int
+	// BaseURL is the public address of the API (--base-url, or http://<listen address>), without
+	// a trailing slash. Rules that generate URLs users configure elsewhere use it, such as the
+	// SAML module's entity id and assertion consumer service URL under <BaseURL>/saml/<route id>/.
+	// Unlike a uri, such a URL is stored with the object when it is generated: an identity
+	// provider is configured with it, so it must not change behind the user's back. Empty (a
+	// store never configured) yields URLs of the path alone.
+	BaseURL string
 }
 
 // DefaultSettings returns the settings of a server configured with nothing.

@@ -38,6 +38,13 @@ func newEnv(t *testing.T) *env { return newEnvBase(t, "") }
 // base is "".
 func newEnvBase(t *testing.T, base string) *env {
 	t.Helper()
+	return newEnvConfig(t, server.Config{BaseURL: base})
+}
+
+// newEnvConfig starts a server with cfg; an empty cfg.BaseURL is the server's own address.
+func newEnvConfig(t *testing.T, cfg server.Config) *env {
+	t.Helper()
+	base := cfg.BaseURL
 	ctx := context.Background()
 	st, err := store.Open(ctx, testdb.Fresh(t, testdb.Engine()))
 	if err != nil {
@@ -50,7 +57,14 @@ func newEnvBase(t *testing.T, base string) *env {
 	if e.base == "" {
 		e.base = e.srv.URL
 	}
-	h.h = server.New(st, server.Config{BaseURL: e.base})
+	cfg.BaseURL = e.base
+	if cfg.Metrics != nil && cfg.Metrics == pendingMetrics {
+		cfg.Metrics = server.NewMetrics(st)
+	}
+	h.h = server.New(st, cfg)
+	settings := ep.DefaultSettings()
+	settings.BaseURL = e.base // as main does: rules that generate URLs (SAML) see the base URL
+	st.SetSettings(settings)
 	t.Cleanup(func() {
 		e.srv.Close()
 		st.Close()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,10 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // body), turns a panic into a 500 that shows no internals, and logs one line per request.
 func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	start := time.Now()
+	if s.metrics != nil {
+		s.metrics.inFlight.Inc()
+		defer s.metrics.inFlight.Dec()
+	}
 	id, _ := ep.NewID("op")
 	info := &opInfo{id: id}
 	w.Header().Set("Ngrok-Operation-Id", id)
@@ -63,11 +68,15 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 				s.fail(sw, r, internalError())
 			}
 		}
+		s.metrics.observe(r.Pattern, r.Method, sw.status, time.Since(start))
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("operation_id", id), slog.String("method", r.Method), slog.String("route", r.Pattern),
-			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+			slog.Int("status", sw.status), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.String("account_id", info.account))
 	}()
+	if s.cors.handle(sw, r) {
+		return // a CORS preflight, answered
+	}
 	next.ServeHTTP(sw, r)
 }
 
@@ -100,6 +109,16 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			return
 		}
 		opOf(r).account = caller.AccountID
+		if s.limiter != nil {
+			if ok, retry := s.limiter.allow(caller.KeyID, time.Now()); !ok {
+				if s.metrics != nil {
+					s.metrics.rateLimited.Inc()
+				}
+				w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
+				s.fail(w, r, rateLimited(retry))
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey, caller)))
 	})
 }

@@ -29,6 +29,14 @@ type Config struct {
 	// RequestTimeout bounds the work of one API request, database included, so that a database
 	// outage is answered with a fast 503 instead of a hang. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Metrics, when set, records every request; MetricsOnMain also serves GET /metrics on this
+	// handler (without auth) rather than on a listener of its own.
+	Metrics       *Metrics
+	MetricsOnMain bool
+	// CORSOrigins are the origins browsers may call the API from; "*" is any. None: no CORS.
+	CORSOrigins []string
+	// RateLimit is the per-API-key limit; the zero value is none.
+	RateLimit RateLimit
 }
 
 // DefaultRequestTimeout is the default Config.RequestTimeout.
@@ -45,6 +53,9 @@ type Server struct {
 	maxBody int64
 	timeout time.Duration
 	mux     *http.ServeMux
+	metrics *Metrics
+	cors    *cors
+	limiter *limiter
 }
 
 // New builds the handler for every entry of the resource table.
@@ -60,9 +71,13 @@ func New(st *store.Store, cfg Config) *Server {
 	if s.timeout <= 0 {
 		s.timeout = DefaultRequestTimeout
 	}
+	s.metrics, s.cors, s.limiter = cfg.Metrics, newCORS(cfg.CORSOrigins), newLimiter(cfg.RateLimit)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if cfg.Metrics != nil && cfg.MetricsOnMain {
+		s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
+	}
 	collections := map[*ep.Resource]*collection{}
 	for _, res := range ep.Resources {
 		c := newCollection(res)

@@ -108,6 +108,14 @@ func (s *Store) Close() error {
 	return errW
 }
 
+// PoolStats returns the statistics of the store's connection pools, by name, for metrics.
+func (s *Store) PoolStats() map[string]sql.DBStats {
+	if s.r == s.w {
+		return map[string]sql.DBStats{"pool": s.w.Stats()}
+	}
+	return map[string]sql.DBStats{"writer": s.w.Stats(), "reader": s.r.Stats()}
+}
+
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return s.classify(s.r.PingContext(ctx))

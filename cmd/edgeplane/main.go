@@ -103,6 +103,33 @@ func env(name, def string) string {
 	return def
 }
 
+// newLogger makes the process logger: text (logfmt-like) or JSON lines on stderr.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // envInt is env for a number; a value that is not one is reported when the flag is checked.
 func envInt(name string, def int) int {
 	if v := os.Getenv(name); v != "" {
@@ -135,6 +162,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"LOW-HIGH ports of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_PORT_RANGE)")
 	maxConns := fs.Int("db-max-conns", envInt("EDGEPLANE_DB_MAX_CONNS", store.DefaultPGMaxConns),
 		"PostgreSQL: the most connections this process opens (env EDGEPLANE_DB_MAX_CONNS)")
+	logFormat := fs.String("log-format", env("EDGEPLANE_LOG_FORMAT", "text"), "log format: text or json (env EDGEPLANE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", env("EDGEPLANE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env EDGEPLANE_LOG_LEVEL)")
+	metricsListen := fs.String("metrics-listen", env("EDGEPLANE_METRICS_LISTEN", ""),
+		"serve /metrics on this address instead of on --listen (env EDGEPLANE_METRICS_LISTEN)")
+	corsOrigins := fs.String("cors-origins", env("EDGEPLANE_CORS_ORIGINS", "*"),
+		"comma-separated origins browsers may call the API from; * for any, \"\" for none (env EDGEPLANE_CORS_ORIGINS)")
+	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
+		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -156,7 +191,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", *baseURL)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	limit, err := server.ParseRateLimit(*rateLimit)
+	if err != nil {
+		return fmt.Errorf("--rate-limit: %w", err)
+	}
 
 	// Everything that can fail on bad configuration is checked before the database is touched,
 	// and the port is taken before the first API key is made, so a first start that fails never
@@ -166,6 +208,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
+	var mln net.Listener
+	if *metricsListen != "" {
+		if mln, err = net.Listen("tcp", *metricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer mln.Close()
+	}
 	base := *baseURL
 	if base == "" {
 		base = "http://" + ln.Addr().String()
@@ -176,13 +225,24 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	settings.BaseURL = strings.TrimRight(base, "/") // for URLs rules generate, such as SAML's
 	st.SetSettings(settings)
 	if err := bootstrap(ctx, st, stderr); err != nil {
 		return err
 	}
 
+	metrics := server.NewMetrics(st)
+	if mln != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	srv := &http.Server{
-		Handler:           server.New(st, server.Config{BaseURL: base, Logger: log}),
+		Handler: server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
+			MetricsOnMain: *metricsListen == "", CORSOrigins: splitList(*corsOrigins), RateLimit: limit}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

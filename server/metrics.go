@@ -1,0 +1,101 @@
+package server
+
+import (
+	"database/sql"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the Prometheus collectors of a server, in a registry of their own (so tests can run
+// many servers in one process). Labels are bounded: route is the pattern that matched, never the
+// raw path.
+type Metrics struct {
+	registry    *prometheus.Registry
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	inFlight    prometheus.Gauge
+	rateLimited prometheus.Counter
+}
+
+// PoolStatser is what the metrics need of the store: the statistics of its connection pools.
+type PoolStatser interface {
+	PoolStats() map[string]sql.DBStats
+}
+
+// NewMetrics creates the collectors, with the Go runtime, process and database pool statistics.
+func NewMetrics(pools PoolStatser) *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "edgeplane_http_requests_total",
+			Help: "HTTP requests answered, by route pattern, method and status code.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "edgeplane_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests, by route pattern and method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "edgeplane_http_requests_in_flight",
+			Help: "HTTP requests being answered now.",
+		}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgeplane_rate_limited_total",
+			Help: "API requests refused with 429 by the per-key rate limit.",
+		}),
+	}
+	m.registry.MustRegister(m.requests, m.duration, m.inFlight, m.rateLimited,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&poolCollector{pools: pools})
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+func (m *Metrics) observe(route, method string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if route == "" || route == "/" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// poolCollector reports database/sql pool statistics of every pool of the store.
+type poolCollector struct{ pools PoolStatser }
+
+var (
+	poolOpen     = prometheus.NewDesc("edgeplane_db_connections_open", "Open database connections.", []string{"pool"}, nil)
+	poolInUse    = prometheus.NewDesc("edgeplane_db_connections_in_use", "Database connections in use.", []string{"pool"}, nil)
+	poolIdle     = prometheus.NewDesc("edgeplane_db_connections_idle", "Idle database connections.", []string{"pool"}, nil)
+	poolMax      = prometheus.NewDesc("edgeplane_db_connections_max", "Most connections the pool may open.", []string{"pool"}, nil)
+	poolWaits    = prometheus.NewDesc("edgeplane_db_wait_total", "Times a request waited for a database connection.", []string{"pool"}, nil)
+	poolWaitTime = prometheus.NewDesc("edgeplane_db_wait_seconds_total", "Time spent waiting for database connections.", []string{"pool"}, nil)
+)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, st := range c.pools.PoolStats() {
+		ch <- prometheus.MustNewConstMetric(poolOpen, prometheus.GaugeValue, float64(st.OpenConnections), name)
+		ch <- prometheus.MustNewConstMetric(poolInUse, prometheus.GaugeValue, float64(st.InUse), name)
+		ch <- prometheus.MustNewConstMetric(poolIdle, prometheus.GaugeValue, float64(st.Idle), name)
+		ch <- prometheus.MustNewConstMetric(poolMax, prometheus.GaugeValue, float64(st.MaxOpenConnections), name)
+		ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(st.WaitCount), name)
+		ch <- prometheus.MustNewConstMetric(poolWaitTime, prometheus.CounterValue, st.WaitDuration.Seconds(), name)
+	}
+}

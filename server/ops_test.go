@@ -1,0 +1,125 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/server"
+)
+
+// pendingMetrics asks newEnvConfig for metrics over the env's own store.
+var pendingMetrics = &server.Metrics{}
+
+func scrape(t *testing.T, e *env) string {
+	t.Helper()
+	res, err := http.Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %s", res.StatusCode, body)
+	}
+	return string(body)
+}
+
+func TestMetrics(t *testing.T) {
+	e := newEnvConfig(t, server.Config{Metrics: pendingMetrics, MetricsOnMain: true, RateLimit: server.RateLimit{Requests: 2, Per: time.Hour}}) // unmatched paths spend no tokens
+	id := e.do(e.admin.token, "POST", "/ip_policies", nil).must(t, 201).str("id")
+	e.do(e.admin.token, "GET", "/ip_policies/"+id, nil).must(t, 200)
+	e.do(e.admin.token, "GET", "/nope", nil).wantError(t, 404, ep.CodeNotFound)
+	e.do(e.admin.token, "GET", "/ip_policies", nil).wantError(t, 429, ep.CodeRateLimited)
+	m := scrape(t, e)
+	for _, want := range []string{
+		`edgeplane_http_requests_total{method="POST",route="POST /ip_policies",status="201"} 1`,
+		`edgeplane_http_requests_total{method="GET",route="GET /ip_policies/{id}",status="200"} 1`,
+		`edgeplane_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`edgeplane_http_requests_total{method="GET",route="GET /ip_policies",status="429"} 1`,
+		`edgeplane_http_request_duration_seconds_bucket{method="GET",route="GET /ip_policies/{id}",le="+Inf"} 1`,
+		`edgeplane_http_requests_in_flight 1`, // the scrape itself
+		`edgeplane_rate_limited_total 1`,
+		`edgeplane_db_connections_open{pool=`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m, id) || strings.Contains(m, e.admin.token) {
+		t.Fatal("metrics carry an object id or a token in a label")
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	e := newEnvConfig(t, server.Config{RateLimit: server.RateLimit{Requests: 2, Per: time.Minute}})
+	other := e.keyFor(e.admin.caller)
+	e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200)
+	e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200)
+	r := e.do(e.admin.token, "POST", "/ip_policies", nil).wantError(t, 429, ep.CodeRateLimited)
+	retry, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || retry < 1 || retry > 60 {
+		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+	}
+	// The refused create changed nothing; another key of the same account has its own bucket.
+	if n := len(e.do(other, "GET", "/ip_policies", nil).must(t, 200).items(t, "ip_policies")); n != 0 {
+		t.Fatalf("a rate-limited create created %d policies", n)
+	}
+	// Unauthenticated endpoints are not limited.
+	for range 5 {
+		e.doHeaders(nil, "GET", "/healthz", nil).must(t, 200)
+	}
+	for _, bad := range []string{"x", "10", "0/1s", "10/0s", "-1/1s", "5/fortnight"} {
+		if _, err := server.ParseRateLimit(bad); err == nil {
+			t.Errorf("ParseRateLimit(%q) accepted", bad)
+		}
+	}
+	if l, err := server.ParseRateLimit("120/60s"); err != nil || l.Requests != 120 || l.Per != time.Minute {
+		t.Fatalf("ParseRateLimit: %+v %v", l, err)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	e := newEnvConfig(t, server.Config{CORSOrigins: []string{"https://app.example.com"}})
+	preflight := func(origin string) *http.Response {
+		req, _ := http.NewRequest("OPTIONS", e.srv.URL+"/ip_policies", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, ngrok-version, content-type")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	res := preflight("https://app.example.com")
+	if res.StatusCode != 204 || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(res.Header.Get("Access-Control-Allow-Headers"), "Ngrok-Version") ||
+		!strings.Contains(res.Header.Get("Access-Control-Allow-Methods"), "PATCH") {
+		t.Fatalf("preflight: %d %v", res.StatusCode, res.Header)
+	}
+	if res := preflight("https://evil.example.com"); res.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("a foreign origin was allowed: %v", res.Header)
+	}
+	r := e.doHeaders(map[string]string{"Authorization": "Bearer " + e.admin.token, "Ngrok-Version": "2", "Origin": "https://app.example.com"}, "GET", "/ip_policies", nil).must(t, 200)
+	if r.header.Get("Access-Control-Allow-Origin") != "https://app.example.com" || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "Ngrok-Operation-Id") {
+		t.Fatalf("CORS headers on a request: %v", r.header)
+	}
+	// Without configured origins there is no CORS at all.
+	plain := newEnv(t)
+	r = plain.doHeaders(map[string]string{"Authorization": "Bearer " + plain.admin.token, "Ngrok-Version": "2", "Origin": "https://app.example.com"}, "GET", "/ip_policies", nil).must(t, 200)
+	if r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatal("CORS headers without configured origins")
+	}
+	any := newEnvConfig(t, server.Config{CORSOrigins: []string{"*"}})
+	r = any.doHeaders(map[string]string{"Authorization": "Bearer " + any.admin.token, "Ngrok-Version": "2", "Origin": "https://x.example"}, "GET", "/ip_policies", nil).must(t, 200)
+	if r.header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("wildcard origin: %v", r.header)
+	}
+}
