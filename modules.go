@@ -2,6 +2,7 @@ package edgeplane
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -19,6 +20,9 @@ type Module struct {
 	NewRequest func() ModuleRequest
 	// Ops are the operations served on the module's path: OpUpdate (PUT), OpGet and OpDelete.
 	Ops Ops
+	// Response is the module's response type, for the generated OpenAPI document; nil for
+	// delete-only entries.
+	Response reflect.Type
 	// get returns the configured module (a pointer to its response shape) or nil.
 	get func(Document) any
 	// set stores a built module, or clears the field when v is nil.
@@ -51,6 +55,7 @@ type ModuleChecker interface {
 func moduleOn[P any, R any](parent *Resource, name string, newReq func() ModuleRequest, field func(*P) **R) *Module {
 	return &Module{
 		Parent: parent, Name: name, NewRequest: newReq, Ops: OpUpdate | OpGet | OpDelete,
+		Response: reflect.TypeFor[R](),
 		get: func(d Document) any {
 			if v := *field(any(d).(*P)); v != nil {
 				return v
@@ -193,20 +198,29 @@ var (
 	moduleRequestT   = reflect.TypeFor[ModuleRequest]()
 )
 
-// moduleFields lists, once per type, the fields of a request struct that hold module requests.
+// moduleFields lists, once per type, the fields of a request struct that hold module requests,
+// also inside embedded structs (a route body embeds its authentication modules, routeAuthBody),
+// whose fields JSON flattens into the body.
 func moduleFields(t reflect.Type) []moduleField {
 	if v, ok := moduleFieldCache.Load(t); ok {
 		return v.([]moduleField)
 	}
 	var out []moduleField
-	st := t.Elem()
-	for i := range st.NumField() {
-		f := st.Field(i)
-		if f.Type.Kind() == reflect.Pointer && f.Type.Implements(moduleRequestT) {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			out = append(out, moduleField{name: name, index: f.Index})
+	var walk func(st reflect.Type, index []int)
+	walk = func(st reflect.Type, index []int) {
+		for i := range st.NumField() {
+			f := st.Field(i)
+			idx := append(slices.Clip(index), i)
+			switch {
+			case f.Type.Kind() == reflect.Pointer && f.Type.Implements(moduleRequestT):
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				out = append(out, moduleField{name: name, index: idx})
+			case f.Anonymous && f.Type.Kind() == reflect.Struct:
+				walk(f.Type, idx)
+			}
 		}
 	}
+	walk(t.Elem(), nil)
 	moduleFieldCache.Store(t, out)
 	return out
 }

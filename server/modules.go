@@ -17,13 +17,13 @@ func (s *Server) registerModules(collections map[*ep.Resource]*collection) {
 		c := collections[m.Parent]
 		path := m.Parent.Path + "/{id}/" + m.Name
 		if m.Ops.Has(ep.OpUpdate) {
-			s.api("PUT "+path, func(w http.ResponseWriter, r *http.Request) { s.putModule(w, r, c, m) })
+			s.api(route{"PUT", path, ep.OpUpdate, c, m}, func(w http.ResponseWriter, r *http.Request) { s.putModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpGet) {
-			s.api("GET "+path, func(w http.ResponseWriter, r *http.Request) { s.getModule(w, r, c, m) })
+			s.api(route{"GET", path, ep.OpGet, c, m}, func(w http.ResponseWriter, r *http.Request) { s.getModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpDelete) {
-			s.api("DELETE "+path, func(w http.ResponseWriter, r *http.Request) { s.deleteModule(w, r, c, m) })
+			s.api(route{"DELETE", path, ep.OpDelete, c, m}, func(w http.ResponseWriter, r *http.Request) { s.deleteModule(w, r, c, m) })
 		}
 	}
 }

@@ -56,6 +56,8 @@ type Server struct {
 	metrics *Metrics
 	cors    *cors
 	limiter *limiter
+	routes  []route
+	openAPI []byte
 }
 
 // New builds the handler for every entry of the resource table.
@@ -83,19 +85,19 @@ func New(st *store.Store, cfg Config) *Server {
 		c := newCollection(res)
 		collections[res] = c
 		if res.Ops.Has(ep.OpCreate) {
-			s.api("POST "+res.Path, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
+			s.api(route{"POST", res.Path, ep.OpCreate, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpList) {
-			s.api("GET "+res.Path, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
+			s.api(route{"GET", res.Path, ep.OpList, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpGet) {
-			s.api("GET "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
+			s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpUpdate) {
-			s.api("PATCH "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
+			s.api(route{"PATCH", res.Path + "/{id}", ep.OpUpdate, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpDelete) {
-			s.api("DELETE "+res.Path+"/{id}", func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
+			s.api(route{"DELETE", res.Path + "/{id}", ep.OpDelete, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
 		}
 	}
 	for _, c := range collections {
@@ -104,14 +106,25 @@ func New(st *store.Store, cfg Config) *Server {
 		}
 	}
 	s.registerModules(collections)
+	s.openAPI = s.buildOpenAPI(cfg.Metrics != nil && cfg.MetricsOnMain)
+	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
 	// Everything else: a JSON 404, or a JSON 405 with Allow when the path exists.
 	s.mux.HandleFunc("/", s.unrouted)
 	return s
 }
 
+// route is one authenticated API operation: the generated OpenAPI document lists exactly these.
+type route struct {
+	method, path string
+	op           ep.Ops
+	c            *collection
+	m            *ep.Module // for module operations
+}
+
 // api registers an authenticated, versioned API route.
-func (s *Server) api(pattern string, h http.HandlerFunc) {
-	s.mux.Handle(pattern, s.authenticated(h))
+func (s *Server) api(rt route, h http.HandlerFunc) {
+	s.routes = append(s.routes, rt)
+	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(h))
 }
 
 // ServeHTTP implements http.Handler: operation id, panic recovery and the request log line
