@@ -59,11 +59,17 @@ func main() {
 }
 
 const usage = `usage:
-  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [--service-domains LIST] [--cname-zone ZONE]
+  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
+  edgeplane export [--db DSN] > backup.json
+  edgeplane import [--db DSN] < backup.json [--service-domains LIST] [--cname-zone ZONE]
   edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
   edgeplane version`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runIO(ctx, args, os.Stdin, stdout, stderr)
+}
+
+func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -75,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.New(usage)
 		}
 		return apikeyCreate(ctx, args[2:], stdout, stderr)
+	case "export":
+		return export(ctx, args[1:], stdout, stderr)
+	case "import":
+		return importBackup(ctx, args[1:], stdin, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "edgeplane", versionString())
 		return nil
@@ -101,6 +111,46 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// export writes a backup of the whole database to stdout.
+func export(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("export", stderr)
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database to back up (env EDGEPLANE_DB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("export takes no arguments, got %q; redirect stdout to a file", fs.Args())
+	}
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return st.Export(ctx, stdout)
+}
+
+// importBackup restores a backup from stdin into an empty database.
+func importBackup(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
+	fs := newFlags("import", stderr)
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "empty database to restore into (env EDGEPLANE_DB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("import takes no arguments, got %q; redirect stdin from a file", fs.Args())
+	}
+	st, err := store.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Import(ctx, stdin); err != nil {
+		return err
+	}
+	fmt.Fprintln(stderr, "edgeplane: backup restored")
+	return nil
 }
 
 // newLogger makes the process logger: text (logfmt-like) or JSON lines on stderr.
