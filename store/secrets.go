@@ -2,24 +2,199 @@ package store
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 
 	ep "github.com/edgeplane/edgeplane"
 )
 
 // Secrets (the private keys of TLS certificates and SSH certificate authorities) live in the
 // "secrets" table, one row per object, beside the object's document and never inside it, so no
-// rendering of a document can show one. putSecret and (*txView).Secret are the only code that
-// writes or reads the table: encrypting secrets at rest is a change to these two functions.
+// rendering of a document can show one. They are encrypted at rest with AES-256-GCM; the
+// object's id is the additional data, so a ciphertext moved to another row does not open.
+// putSecret and (*txView).Secret are the only code that writes or reads the table.
 const (
 	secretIns = `INSERT INTO secrets (object_id, account_id, data) VALUES (?, ?, ?)`
 	secretGet = `SELECT data FROM secrets WHERE object_id = ? AND account_id = ?`
 )
 
-// putSecret keeps the secret of a new object, inside the create transaction.
+// SecretKeyEnv names the variable holding the secret encryption keys: one or more 32-byte keys,
+// base64 or hex, comma-separated; the first encrypts, all decrypt (for rotation).
+const SecretKeyEnv = "EDGEPLANE_SECRET_KEY"
+
+// sealPrefix marks ciphertexts: "ep1:<key id>:<base64 of nonce and sealed data>".
+const sealPrefix = "ep1:"
+
+// sealer encrypts and decrypts secrets; keys[0] encrypts.
+type sealer struct {
+	keys []sealKey
+	// source says where the keys came from, for messages.
+	source string
+}
+
+type sealKey struct {
+	id   string // first 8 hex digits of SHA-256 of the key: which key sealed a secret
+	aead cipher.AEAD
+}
+
+func newSealer(raw [][]byte, source string) (*sealer, error) {
+	s := &sealer{source: source}
+	for i, k := range raw {
+		if len(k) != 32 {
+			return nil, fmt.Errorf("store: secret key %d from %s is %d bytes; want 32 (AES-256)", i+1, source, len(k))
+		}
+		block, err := aes.NewCipher(k)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(k)
+		s.keys = append(s.keys, sealKey{id: hex.EncodeToString(sum[:4]), aead: aead})
+	}
+	if len(s.keys) == 0 {
+		return nil, fmt.Errorf("store: no secret key in %s", source)
+	}
+	return s, nil
+}
+
+func (s *sealer) seal(objectID, plain string) (string, error) {
+	k := s.keys[0]
+	nonce := make([]byte, k.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	out := k.aead.Seal(nonce, nonce, []byte(plain), []byte(objectID))
+	return sealPrefix + k.id + ":" + base64.StdEncoding.EncodeToString(out), nil
+}
+
+func (s *sealer) open(objectID, stored string) (string, error) {
+	rest, ok := strings.CutPrefix(stored, sealPrefix)
+	id, data, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 {
+		return "", errors.New("store: a stored secret is not in the encrypted format")
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return "", errors.New("store: a stored secret is corrupt")
+	}
+	for _, k := range s.keys {
+		if k.id != id || len(raw) < k.aead.NonceSize() {
+			continue
+		}
+		n := k.aead.NonceSize()
+		plain, err := k.aead.Open(nil, raw[:n], raw[n:], []byte(objectID))
+		if err != nil {
+			return "", errors.New("store: a stored secret does not decrypt with its key (corrupt, or moved to another object)")
+		}
+		return string(plain), nil
+	}
+	return "", fmt.Errorf("store: a stored secret was encrypted with key %s, which is not among the keys from %s", id, s.source)
+}
+
+// parseKeys reads comma-separated 32-byte keys in base64 or hex.
+func parseKeys(v, source string) ([][]byte, error) {
+	var keys [][]byte
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, err := base64.StdEncoding.DecodeString(part)
+		if err != nil || len(k) != 32 {
+			if h, herr := hex.DecodeString(part); herr == nil {
+				k, err = h, nil
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: %s: a key is neither base64 nor hex", source)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// NewSecretKey returns a new random key, base64-encoded, for EDGEPLANE_SECRET_KEY.
+func NewSecretKey() string {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(k)
+}
+
+// keyFilePath is where a SQLite store keeps its key when EDGEPLANE_SECRET_KEY is unset.
+func keyFilePath(dbPath string) string { return dbPath + ".key" }
+
+// openSealer finds the keys: Options.SecretKeys, else EDGEPLANE_SECRET_KEY, else (SQLite only) the
+// key file next to the database, created with mode 0600 on first use. PostgreSQL replicas must
+// share a key, so they need one given explicitly.
+func openSealer(dsn string, opts Options) (*sealer, error) {
+	if opts.SecretKeys != "" {
+		keys, err := parseKeys(opts.SecretKeys, "the configured secret keys")
+		if err != nil {
+			return nil, err
+		}
+		return newSealer(keys, "the configured secret keys")
+	}
+	if v := os.Getenv(SecretKeyEnv); v != "" {
+		keys, err := parseKeys(v, SecretKeyEnv)
+		if err != nil {
+			return nil, err
+		}
+		return newSealer(keys, SecretKeyEnv)
+	}
+	if IsPostgres(dsn) {
+		return nil, fmt.Errorf("store: PostgreSQL needs a secret key shared by every replica: set %s (generate one with: edgeplane secrets new-key)", SecretKeyEnv)
+	}
+	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		data = []byte(NewSecretKey() + "\n")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) { // another process created it first
+			data, err = os.ReadFile(path)
+		} else if err == nil {
+			_, err = f.Write(data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("store: secret key file %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	}
+	keys, err := parseKeys(string(data), path)
+	if err != nil {
+		return nil, err
+	}
+	return newSealer(keys, path)
+}
+
+// putSecret keeps the secret of a new object, encrypted, inside the create transaction.
 func (s *Store) putSecret(ctx context.Context, tx *sql.Tx, account, id, secret string) error {
-	_, err := tx.ExecContext(ctx, s.d.rebind(secretIns), id, account, secret)
+	sealed, err := s.seal.seal(id, secret)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(secretIns), id, account, sealed)
 	return s.classify(err)
 }
 
@@ -30,7 +205,49 @@ func (v *txView) Secret(id string) (string, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ep.NotFound()
 	}
-	return data, v.s.classify(err)
+	if err != nil {
+		return "", v.s.classify(err)
+	}
+	return v.s.seal.open(id, data)
+}
+
+// RotateSecrets re-encrypts every secret with the first key, so older keys can be retired. Run
+// it with EDGEPLANE_SECRET_KEY=NEW,OLD; it returns how many secrets it rewrote.
+func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
+	n := 0
+	err := s.tryTxOnce(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT object_id, data FROM secrets ORDER BY object_id`)
+		if err != nil {
+			return s.classify(err)
+		}
+		type row struct{ id, data string }
+		var all []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.data); err != nil {
+				rows.Close()
+				return s.classify(err)
+			}
+			all = append(all, r)
+		}
+		rows.Close()
+		for _, r := range all {
+			plain, err := s.seal.open(r.id, r.data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.id, err)
+			}
+			sealed, err := s.seal.seal(r.id, plain)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE secrets SET data = ? WHERE object_id = ?`), sealed, r.id); err != nil {
+				return s.classify(err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // SetSettings makes the deployment settings (service domains, CNAME zone) available to the rules

@@ -47,6 +47,9 @@ type dialect interface {
 
 // Options tune a store beyond what the DSN says.
 type Options struct {
+	// SecretKeys, when set, are the keys that encrypt secrets at rest (as EDGEPLANE_SECRET_KEY
+	// would give them); otherwise that variable, else a key file next to a SQLite database.
+	SecretKeys string
 	// MaxConns caps the PostgreSQL connection pool of this process (default DefaultPGMaxConns).
 	MaxConns int
 }
@@ -61,6 +64,8 @@ type Store struct {
 	q    queries
 	// settings are the deployment settings handed to rules (SetSettings); nil means defaults.
 	settings atomic.Pointer[ep.Settings]
+	// seal encrypts secrets at rest (store/secrets.go).
+	seal *sealer
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
@@ -80,6 +85,10 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s   *Store
 		err error
 	)
+	seal, err := openSealer(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case IsPostgres(dsn):
 		s, err = openPostgres(ctx, dsn, opts)
@@ -89,6 +98,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.seal = seal
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err

@@ -44,6 +44,8 @@ const (
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	shutdownTimeout   = 15 * time.Second
+	// defaultMaxConnections bounds concurrent client connections (--max-connections).
+	defaultMaxConnections = 1024
 )
 
 func main() {
@@ -60,6 +62,7 @@ func main() {
 
 const usage = `usage:
   edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
+  edgeplane secrets new-key | rotate [--db DSN]
   edgeplane export [--db DSN] > backup.json
   edgeplane import [--db DSN] < backup.json [--service-domains LIST] [--cname-zone ZONE]
   edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
@@ -81,6 +84,8 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			return errors.New(usage)
 		}
 		return apikeyCreate(ctx, args[2:], stdout, stderr)
+	case "secrets":
+		return secretsCmd(ctx, args[1:], stdout, stderr)
 	case "export":
 		return export(ctx, args[1:], stdout, stderr)
 	case "import":
@@ -111,6 +116,44 @@ func env(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// secretsCmd manages the key that encrypts private keys at rest: new-key prints a fresh key for
+// EDGEPLANE_SECRET_KEY; rotate re-encrypts every secret with the first key of
+// EDGEPLANE_SECRET_KEY=NEW,OLD so the old key can be dropped.
+func secretsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	switch args[0] {
+	case "new-key":
+		if len(args) > 1 {
+			return fmt.Errorf("secrets new-key takes no arguments")
+		}
+		fmt.Fprintln(stdout, store.NewSecretKey())
+		return nil
+	case "rotate":
+		fs := newFlags("secrets rotate", stderr)
+		dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("secrets rotate takes no arguments, got %q", fs.Args())
+		}
+		st, err := store.Open(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		n, err := st.RotateSecrets(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "edgeplane: re-encrypted %d secrets with the first key of %s\n", n, store.SecretKeyEnv)
+		return nil
+	}
+	return fmt.Errorf("unknown secrets command %q\n%s", args[0], usage)
 }
 
 // export writes a backup of the whole database to stdout.
@@ -218,6 +261,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"serve /metrics on this address instead of on --listen (env EDGEPLANE_METRICS_LISTEN)")
 	corsOrigins := fs.String("cors-origins", env("EDGEPLANE_CORS_ORIGINS", "*"),
 		"comma-separated origins browsers may call the API from; * for any, \"\" for none (env EDGEPLANE_CORS_ORIGINS)")
+	maxConnections := fs.Int("max-connections", envInt("EDGEPLANE_MAX_CONNECTIONS", defaultMaxConnections),
+		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
 	if err := fs.Parse(args); err != nil {
@@ -232,6 +277,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err := settings.ParseTCPAddrs(*tcpHost, *tcpPorts); err != nil {
 		return err
+	}
+	if *maxConnections < 1 {
+		return fmt.Errorf("--max-connections must be at least 1, got %d", *maxConnections)
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("--db-max-conns must be at least 1, got %d", *maxConns)
@@ -301,7 +349,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(server.LimitListener(ln, *maxConnections)) }()
 	log.Info("edgeplane listening", "addr", ln.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", *dsn, "version", versionString())
 
 	select {

@@ -102,7 +102,8 @@ type proc struct {
 	db     string
 }
 
-var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)`)
+// listeningRE finds the listening line in text or JSON log format.
+var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)|"msg":"edgeplane listening","addr":"([^"]+)"`)
 
 // startServe runs `edgeplane serve args...` with the extra environment and waits until it listens.
 // dir, when not empty, is the working directory (so a default edgeplane.db lands in a temp dir).
@@ -139,7 +140,7 @@ func startServe(t *testing.T, dir string, env []string, args ...string) *proc {
 	defer deadline.Stop()
 	for {
 		if m := listeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
-			p.addr = m[1]
+			p.addr = m[1] + m[2]
 			return p
 		}
 		select {

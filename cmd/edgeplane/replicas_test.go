@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,16 +21,28 @@ import (
 func replicas(t *testing.T, engine string) (a, b *proc, token string) {
 	t.Helper()
 	dsn := testdb.Fresh(t, engine)
-	a = startServer(t, dsn)
+	a = startReplica(t, dsn)
 	token, ok := bootstrapToken(t, a.stderr.String())
 	if !ok {
 		t.Fatalf("first replica printed no token; stderr:\n%s", a.stderr)
 	}
-	b = startServer(t, dsn)
+	b = startReplica(t, dsn)
 	if _, again := bootstrapToken(t, b.stderr.String()); again {
 		t.Fatal("the second replica bootstrapped the database again")
 	}
 	return a, b, token
+}
+
+// startReplica starts a server on dsn; replicas on PostgreSQL share the test process's secret key.
+func startReplica(t *testing.T, dsn string) *proc {
+	t.Helper()
+	var env []string
+	if strings.HasPrefix(dsn, "postgres") {
+		env = append(env, testdb.SecretKeyEnvVar())
+	}
+	p := startServe(t, "", env, "--db", dsn, "--listen", "127.0.0.1:0")
+	p.db = dsn
+	return p
 }
 
 func forEngines(t *testing.T, fn func(t *testing.T, engine string)) {
@@ -136,7 +149,7 @@ func TestReplicaDatabaseOutage(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.Postgres(t)
 	proxy := testdb.NewProxy(t, testdb.Target(dsn))
-	p := startServer(t, proxy.Redirect(dsn))
+	p := startReplica(t, proxy.Redirect(dsn))
 	token, _ := bootstrapToken(t, p.stderr.String())
 	id := createIPPolicy(t, p, token)
 	ready := func() int {

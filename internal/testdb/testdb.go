@@ -5,12 +5,15 @@ package testdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"database/sql"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,6 +65,7 @@ func Postgres(t testing.TB) string {
 	if base == "" {
 		t.Skipf("PostgreSQL tests skipped: set %s to a DSN (e.g. postgres://postgres@127.0.0.1:5432/test) to run them", PostgresEnv)
 	}
+	EnsureSecretKey()
 	schema := "ep_test_" + strings.ToLower(ksuid.New().String())
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
@@ -82,6 +86,32 @@ func Postgres(t testing.TB) string {
 		admin.Close()
 	})
 	return WithSearchPath(base, schema)
+}
+
+// SecretKeyEnv is store.SecretKeyEnv (not imported, to keep this package free of the store).
+const SecretKeyEnv = "EDGEPLANE_SECRET_KEY"
+
+var secretKeyOnce sync.Once
+
+// EnsureSecretKey gives this test process a secret key in EDGEPLANE_SECRET_KEY when it has none:
+// PostgreSQL stores need one (their replicas share it), and processes started by tests can be
+// given the same with SecretKeyEnvVar.
+func EnsureSecretKey() {
+	secretKeyOnce.Do(func() {
+		if os.Getenv(SecretKeyEnv) == "" {
+			k := make([]byte, 32)
+			if _, err := rand.Read(k); err != nil {
+				panic(err)
+			}
+			os.Setenv(SecretKeyEnv, base64.StdEncoding.EncodeToString(k))
+		}
+	})
+}
+
+// SecretKeyEnvVar is "EDGEPLANE_SECRET_KEY=<this process's key>", for processes a test starts.
+func SecretKeyEnvVar() string {
+	EnsureSecretKey()
+	return SecretKeyEnv + "=" + os.Getenv(SecretKeyEnv)
 }
 
 // WithSearchPath returns dsn with its search_path set to schema.

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// selfSigned returns a certificate and its private key, PEM-encoded.
+func selfSigned(t *testing.T) (certPEM, keyPEM string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "app.example.com"},
+		DNSNames: []string{"app.example.com"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+}
+
+func mustCall(t *testing.T, p *proc, method, path, token string, body any, want int) map[string]any {
+	t.Helper()
+	data, _ := json.Marshal(body)
+	status, out := call(t, method, p.url(path), token, string(data))
+	if status != want {
+		t.Fatalf("%s %s: %d %s", method, path, status, out)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(out, &m)
+	return m
+}
+
+// TestNoSecretAtRest dumps the database files after a session that created every kind of secret,
+// and finds no token and no private key in them; the key file is private, and secrets can be
+// re-encrypted under a new key.
+func TestNoSecretAtRest(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "edgeplane.db")
+	p := startServer(t, db)
+	token, _ := bootstrapToken(t, p.stderr.String())
+	secrets := []string{token[strings.Index(token, "_")+1:]}
+
+	key := mustCall(t, p, "POST", "/api_keys", token, map[string]any{}, 201)["token"].(string)
+	cred := mustCall(t, p, "POST", "/credentials", token, map[string]any{}, 201)["token"].(string)
+	secrets = append(secrets, key[strings.Index(key, "_")+1:], cred[strings.Index(cred, "_")+1:])
+	certPEM, keyPEM := selfSigned(t)
+	mustCall(t, p, "POST", "/tls_certificates", token, map[string]any{"certificate_pem": certPEM, "private_key_pem": keyPEM}, 201)
+	body := strings.Join(strings.Split(strings.TrimSpace(keyPEM), "\n")[1:2], "") // a line of the key's base64
+	secrets = append(secrets, body)
+	ca := mustCall(t, p, "POST", "/ssh_certificate_authorities", token, map[string]any{"private_key_type": "ed25519"}, 201)["id"].(string)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sshPub, _ := ssh.NewPublicKey(pub)
+	mustCall(t, p, "POST", "/ssh_user_certificates", token, map[string]any{"ssh_certificate_authority_id": ca,
+		"public_key": string(ssh.MarshalAuthorizedKey(sshPub))}, 201)
+	if code := p.signal(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	var dump []byte
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		b, err := os.ReadFile(db + suffix)
+		if err == nil {
+			dump = append(dump, b...)
+		}
+	}
+	if len(dump) == 0 {
+		t.Fatal("nothing to dump")
+	}
+	for _, s := range append(secrets, "PRIVATE KEY", "openssh-key-v1") {
+		if bytes.Contains(dump, []byte(s)) {
+			t.Errorf("the database files contain %q", s)
+		}
+	}
+	if !bytes.Contains(dump, []byte("ep1:")) {
+		t.Error("no encrypted secret in the database: the test proves nothing")
+	}
+	st, err := os.Stat(db + ".key")
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", err, st)
+	}
+
+	// Rotation: NEW,OLD re-encrypts; afterwards NEW alone serves, and the CA still signs.
+	old, _ := os.ReadFile(db + ".key")
+	newKey, _, _ := runBin(t, nil, "secrets", "new-key")
+	both := "EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey) + "," + strings.TrimSpace(string(old))
+	if out, code := runEnv(t, []string{both}, "secrets", "rotate", "--db", db); code != 0 || !strings.Contains(out, "re-encrypted 2 secrets") {
+		t.Fatalf("rotate: %d %s", code, out)
+	}
+	q := startServe(t, "", []string{"EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey)}, "--db", db, "--listen", "127.0.0.1:0")
+	pub2, _, _ := ed25519.GenerateKey(rand.Reader)
+	sshPub2, _ := ssh.NewPublicKey(pub2)
+	mustCall(t, q, "POST", "/ssh_user_certificates", token, map[string]any{"ssh_certificate_authority_id": ca,
+		"public_key": string(ssh.MarshalAuthorizedKey(sshPub2))}, 201)
+}
+
+func runEnv(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	stdout, stderr, code := runBin(t, env, args...)
+	return stdout + stderr, code
+}
