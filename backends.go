@@ -184,10 +184,16 @@ func (b *HTTPResponseBackendBody) Validate() error {
 	if b.Body != nil && len(*b.Body) > MaxHTTPResponseBody {
 		return Invalid(CodeInvalid, "body", "must be at most %d bytes", MaxHTTPResponseBody)
 	}
+	lower := make(map[string]string, len(b.Headers))
 	for name, value := range b.Headers {
 		if !validHeaderName(name) {
 			return Invalid(CodeInvalid, "headers", "%q is not a valid HTTP header name", name)
 		}
+		// Names are stored lowercased: two that differ only in case would keep one value at random.
+		if other, dup := lower[strings.ToLower(name)]; dup {
+			return Invalid(CodeInvalid, "headers", "%q and %q are the same header name", min(name, other), max(name, other))
+		}
+		lower[strings.ToLower(name)] = name
 		if !validHeaderValue(value) {
 			return Invalid(CodeInvalid, "headers", "the value of %q has characters not allowed in an HTTP header", name)
 		}

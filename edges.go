@@ -117,11 +117,16 @@ func resolveHostports(op *Op, hostports []string, kind hostportKind) error {
 		if port != "443" {
 			return Invalid(CodeHostportPort, field, "%q: TLS and HTTPS edges serve port 443 only", hp)
 		}
-		err := mineClaimed(op, ClaimDomain, host)
-		if IsNotFound(err) {
+		// The exact name decides when anyone holds it: a wildcard of this account covers only
+		// the subdomains nobody has reserved, never a name another account reserved.
+		_, mine, err := op.Tx.Claimed(ClaimDomain, host)
+		switch {
+		case IsNotFound(err):
 			if _, parent, ok := strings.Cut(host, "."); ok {
 				err = mineClaimed(op, ClaimDomain, "*."+parent)
 			}
+		case err == nil && !mine:
+			err = NotFound()
 		}
 		if err != nil {
 			if IsNotFound(err) {

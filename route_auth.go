@@ -1,11 +1,791 @@
 package edgeplane
 
-// routeAuth holds the route modules that authenticate visitors. (Filled in by the auth modules
-// change: OAuth, SAML, OIDC, JWT validation, user agent filter.)
-type routeAuth struct{}
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
 
-// routeAuthBody is the request side of routeAuth.
-type routeAuthBody struct{}
+// The route modules that decide who may reach a route: OAuth, SAML and OIDC log visitors in
+// through an identity provider (at most one of the three per route), JWT validation checks
+// bearer tokens, and the user agent filter allows or denies clients by their User-Agent header.
+// Each has a request shape with Validate (body-only rules) and Build (defaults and generated
+// fields), and a response shape stored in the route. Lists in responses are [] rather than null
+// so clients can range over them without a nil check.
 
-// routeAuthModules are the module table entries of routeAuth.
-var routeAuthModules []*Module
+// routeAuth holds the route modules that authenticate or filter visitors. It is embedded in
+// HTTPSEdgeRoute, so the fields appear in route documents like every other module.
+type routeAuth struct {
+	OAuth           *EndpointOAuth           `json:"oauth"`
+	SAML            *EndpointSAML            `json:"saml"`
+	OIDC            *EndpointOIDC            `json:"oidc"`
+	UserAgentFilter *EndpointUserAgentFilter `json:"user_agent_filter"`
+	JWTValidation   *EndpointJWTValidation   `json:"jwt_validation"`
+}
+
+// routeAuthBody is the request side of routeAuth, embedded in the route's create and PATCH body;
+// applyModules finds its fields because their types are ModuleRequests.
+type routeAuthBody struct {
+	OAuth           *EndpointOAuthMutate           `json:"oauth"`
+	SAML            *EndpointSAMLMutate            `json:"saml"`
+	OIDC            *EndpointOIDCMutate            `json:"oidc"`
+	UserAgentFilter *EndpointUserAgentFilterMutate `json:"user_agent_filter"`
+	JWTValidation   *EndpointJWTValidationMutate   `json:"jwt_validation"`
+}
+
+// routeAuthModules are the module table entries of routeAuth; module_table.go appends them to
+// Modules, so the server serves PUT, GET and DELETE on each and the table-walking tests see them.
+var routeAuthModules = []*Module{
+	moduleOn(HTTPSEdgeRoutes, "oauth", newReq[EndpointOAuthMutate](), func(r *HTTPSEdgeRoute) **EndpointOAuth { return &r.OAuth }),
+	moduleOn(HTTPSEdgeRoutes, "saml", newReq[EndpointSAMLMutate](), func(r *HTTPSEdgeRoute) **EndpointSAML { return &r.SAML }),
+	moduleOn(HTTPSEdgeRoutes, "oidc", newReq[EndpointOIDCMutate](), func(r *HTTPSEdgeRoute) **EndpointOIDC { return &r.OIDC }),
+	moduleOn(HTTPSEdgeRoutes, "user_agent_filter", newReq[EndpointUserAgentFilterMutate](), func(r *HTTPSEdgeRoute) **EndpointUserAgentFilter { return &r.UserAgentFilter }),
+	moduleOn(HTTPSEdgeRoutes, "jwt_validation", newReq[EndpointJWTValidationMutate](), func(r *HTTPSEdgeRoute) **EndpointJWTValidation { return &r.JWTValidation }),
+}
+
+// CheckModules allows at most one of oauth, saml and oidc on a route: each of them owns the
+// visitor's login flow and session cookie, so two would fight over every request. A module
+// counts while it is configured, enabled or not, because enabling it later must not be able to
+// create the conflict. It runs after a module PUT, a route create and a route PATCH.
+func (r *HTTPSEdgeRoute) CheckModules() error {
+	var set []string
+	if r.OAuth != nil {
+		set = append(set, "oauth")
+	}
+	if r.SAML != nil {
+		set = append(set, "saml")
+	}
+	if r.OIDC != nil {
+		set = append(set, "oidc")
+	}
+	if len(set) > 1 {
+		return Invalid(CodeOneAuthModule, set[1], "only one of oauth, saml and oidc may be configured on a route, "+
+			"but this route would have both %s and %s; delete one before configuring the other", set[0], set[1])
+	}
+	return nil
+}
+
+// --- the session settings OAuth, SAML and OIDC share -------------------------------------------
+
+// DefaultCookiePrefix is the session cookie prefix of OAuth, SAML and OIDC when none is given
+// (DESIGN.md section 7): the compatible service's, so cookies keep their names after a move.
+const DefaultCookiePrefix = "ngrok."
+
+// authSession is the response side of the session settings of a login module.
+type authSession struct {
+	OptionsPassthrough bool   `json:"options_passthrough"`
+	CookiePrefix       string `json:"cookie_prefix"`
+	InactivityTimeout  uint32 `json:"inactivity_timeout"`
+	MaximumDuration    uint32 `json:"maximum_duration"`
+}
+
+// authSessionMutate is the request side of authSession.
+type authSessionMutate struct {
+	OptionsPassthrough *bool   `json:"options_passthrough"`
+	CookiePrefix       *string `json:"cookie_prefix"`
+	InactivityTimeout  *uint32 `json:"inactivity_timeout"`
+	MaximumDuration    *uint32 `json:"maximum_duration"`
+}
+
+// validate requires a cookie prefix that can start a cookie name (an RFC 6265 token), so the
+// data plane never has to set a cookie the browser drops.
+func (s *authSessionMutate) validate() error {
+	if p := s.CookiePrefix; p != nil && *p != "" && !validHeaderName(*p) {
+		return Invalid(CodeInvalid, "cookie_prefix", "%q cannot start a cookie name: use letters, digits and !#$%%&'*+-.^_`|~ only", *p)
+	}
+	return nil
+}
+
+// build fills the defaults: the standard cookie prefix, false and 0.
+func (s *authSessionMutate) build() authSession {
+	out := authSession{CookiePrefix: DefaultCookiePrefix}
+	if s.OptionsPassthrough != nil {
+		out.OptionsPassthrough = *s.OptionsPassthrough
+	}
+	if s.CookiePrefix != nil && *s.CookiePrefix != "" {
+		out.CookiePrefix = *s.CookiePrefix
+	}
+	out.InactivityTimeout = derefU32(s.InactivityTimeout)
+	out.MaximumDuration = derefU32(s.MaximumDuration)
+	return out
+}
+
+// derefU32 is an optional number's value; unset numbers are 0, as the schema documents.
+func derefU32(v *uint32) uint32 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
+// emptyIfNil returns l, or an empty list instead of nil, so responses show [] rather than null.
+func emptyIfNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return slices.Clone(l)
+}
+
+// indexed names entry i of a list field: "scopes[2]".
+func indexed(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
+
+// validScopes checks OAuth scope tokens (RFC 6749 section 3.3: printable ASCII without spaces,
+// quotes or backslashes), so a scope list is never one space-separated string by mistake.
+func validScopes(field string, scopes []string) error {
+	for i, s := range scopes {
+		if s == "" {
+			return Invalid(CodeInvalid, indexed(field, i), "must not be empty")
+		}
+		for j := 0; j < len(s); j++ {
+			if c := s[j]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
+				return Invalid(CodeInvalid, indexed(field, i), "%q is not one OAuth scope: give each scope as its own list entry, without spaces or quotes", s)
+			}
+		}
+	}
+	return nil
+}
+
+// absoluteURL checks that s is an absolute URL with one of the schemes and a host; the rest of
+// edgeplane's consumers (browsers, OIDC discovery, key fetchers) need exactly that.
+func absoluteURL(field, s string, schemes ...string) error {
+	u, err := url.Parse(s)
+	if err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.User != nil {
+		return Invalid(CodeInvalid, field, "%q is not an absolute %s URL with a host", s, strings.Join(schemes, " or "))
+	}
+	return nil
+}
+
+// --- oauth -------------------------------------------------------------------------------------
+
+// OAuthProviders are the identity providers of the OAuth module, in the schema's order
+// (DESIGN.md section 7).
+var OAuthProviders = []string{"github", "facebook", "microsoft", "google", "linkedin", "gitlab", "twitch", "amazon"}
+
+// EndpointOAuth logs visitors in through an OAuth identity provider (schema "EndpointOAuth").
+type EndpointOAuth struct {
+	Enabled  bool                   `json:"enabled"`
+	Provider *EndpointOAuthProvider `json:"provider"`
+	authSession
+	AuthCheckInterval uint32 `json:"auth_check_interval"`
+}
+
+// EndpointOAuthProvider has one member per identity provider; exactly one is set and the others
+// are null. It is the same shape in requests and responses.
+type EndpointOAuthProvider struct {
+	GitHub    *EndpointOAuthGitHub      `json:"github"`
+	Facebook  *EndpointOAuthProviderApp `json:"facebook"`
+	Microsoft *EndpointOAuthProviderApp `json:"microsoft"`
+	Google    *EndpointOAuthProviderApp `json:"google"`
+	LinkedIn  *EndpointOAuthProviderApp `json:"linkedin"`
+	GitLab    *EndpointOAuthProviderApp `json:"gitlab"`
+	Twitch    *EndpointOAuthProviderApp `json:"twitch"`
+	Amazon    *EndpointOAuthProviderApp `json:"amazon"`
+}
+
+// members returns the provider members by name, in the schema's order.
+func (p *EndpointOAuthProvider) members() []struct {
+	name string
+	app  *EndpointOAuthProviderApp
+} {
+	var gh *EndpointOAuthProviderApp
+	if p.GitHub != nil {
+		gh = &p.GitHub.EndpointOAuthProviderApp
+	}
+	apps := []*EndpointOAuthProviderApp{gh, p.Facebook, p.Microsoft, p.Google, p.LinkedIn, p.GitLab, p.Twitch, p.Amazon}
+	out := make([]struct {
+		name string
+		app  *EndpointOAuthProviderApp
+	}, len(apps))
+	for i, a := range apps {
+		out[i].name, out[i].app = OAuthProviders[i], a
+	}
+	return out
+}
+
+// EndpointOAuthProviderApp is what every provider member has: the OAuth application (none means
+// the service's managed one) and who may pass. client_id and client_secret are null when the
+// managed application is used.
+type EndpointOAuthProviderApp struct {
+	ClientID       *string  `json:"client_id"`
+	ClientSecret   *string  `json:"client_secret"`
+	Scopes         []string `json:"scopes"`
+	EmailAddresses []string `json:"email_addresses"`
+	EmailDomains   []string `json:"email_domains"`
+}
+
+// EndpointOAuthGitHub adds GitHub's teams (as "<org>/<team>") and organizations.
+type EndpointOAuthGitHub struct {
+	EndpointOAuthProviderApp
+	Teams         []string `json:"teams"`
+	Organizations []string `json:"organizations"`
+}
+
+// EndpointOAuthMutate is the request shape of EndpointOAuth.
+type EndpointOAuthMutate struct {
+	Enabled  *bool                  `json:"enabled"`
+	Provider *EndpointOAuthProvider `json:"provider"`
+	authSessionMutate
+	AuthCheckInterval *uint32 `json:"auth_check_interval"`
+}
+
+// Validate requires exactly one provider member and checks it: its own application needs both
+// client_id and client_secret, and only its own application may ask for scopes (the managed one
+// has fixed scopes).
+func (m *EndpointOAuthMutate) Validate() error {
+	if err := m.authSessionMutate.validate(); err != nil {
+		return err
+	}
+	if m.Provider == nil {
+		return Invalid(CodeInvalid, "provider", "is required: exactly one of %s", strings.Join(OAuthProviders, ", "))
+	}
+	var chosen []string
+	for _, mb := range m.Provider.members() {
+		if mb.app != nil {
+			chosen = append(chosen, mb.name)
+		}
+	}
+	switch len(chosen) {
+	case 0:
+		return Invalid(CodeInvalid, "provider", "names no identity provider: give exactly one of %s", strings.Join(OAuthProviders, ", "))
+	case 1:
+	default:
+		return Invalid(CodeInvalid, "provider", "names %s: give exactly one identity provider", strings.Join(chosen, " and "))
+	}
+	for _, mb := range m.Provider.members() {
+		if mb.app != nil {
+			if err := mb.app.validate("provider." + mb.name); err != nil {
+				return err
+			}
+		}
+	}
+	if gh := m.Provider.GitHub; gh != nil {
+		return gh.validateGitHub("provider.github")
+	}
+	return nil
+}
+
+func (a *EndpointOAuthProviderApp) validate(prefix string) error {
+	hasID, hasSecret := deref(a.ClientID) != "", deref(a.ClientSecret) != ""
+	if hasID && !hasSecret {
+		return Invalid(CodeInvalid, prefix+".client_secret", "is required with client_id: your own OAuth application needs both")
+	}
+	if hasSecret && !hasID {
+		return Invalid(CodeInvalid, prefix+".client_id", "is required with client_secret: your own OAuth application needs both")
+	}
+	if len(a.Scopes) > 0 && !hasID {
+		return Invalid(CodeInvalid, prefix+".scopes", "need client_id and client_secret: the managed OAuth application asks for fixed scopes")
+	}
+	if err := validScopes(prefix+".scopes", a.Scopes); err != nil {
+		return err
+	}
+	for i, e := range a.EmailAddresses {
+		if addr, err := mail.ParseAddress(e); err != nil || addr.Address != e {
+			return Invalid(CodeInvalid, indexed(prefix+".email_addresses", i), "%q is not a bare email address such as user@example.com", e)
+		}
+	}
+	for i, d := range a.EmailDomains {
+		if !ValidHostname(d, false) {
+			return Invalid(CodeInvalid, indexed(prefix+".email_domains", i), "%q is not a domain name such as example.com", d)
+		}
+	}
+	return nil
+}
+
+// validateGitHub checks team and organization slugs: teams are "<org>/<team>", which is how
+// GitHub names a team uniquely.
+func (g *EndpointOAuthGitHub) validateGitHub(prefix string) error {
+	for i, t := range g.Teams {
+		org, team, ok := strings.Cut(t, "/")
+		if !ok || !validSlug(org) || !validSlug(team) {
+			return Invalid(CodeInvalid, indexed(prefix+".teams", i), "%q is not a team slug qualified with its organization, such as \"my-org/my-team\"", t)
+		}
+	}
+	for i, o := range g.Organizations {
+		if !validSlug(o) {
+			return Invalid(CodeInvalid, indexed(prefix+".organizations", i), "%q is not an organization slug, such as \"my-org\"", o)
+		}
+	}
+	return nil
+}
+
+// validSlug: non-empty, without slashes, spaces or control characters.
+func validSlug(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '/' || r == 0x7f })
+}
+
+// Build fills the defaults: [] for the chosen member's lists, null for an unset client_id and
+// client_secret (the managed application), null for the members not chosen.
+func (m *EndpointOAuthMutate) Build(*Op) (any, error) {
+	app := func(a *EndpointOAuthProviderApp) *EndpointOAuthProviderApp {
+		if a == nil {
+			return nil
+		}
+		out := &EndpointOAuthProviderApp{Scopes: emptyIfNil(a.Scopes), EmailAddresses: emptyIfNil(a.EmailAddresses), EmailDomains: emptyIfNil(a.EmailDomains)}
+		if v := deref(a.ClientID); v != "" {
+			out.ClientID = &v
+		}
+		if v := deref(a.ClientSecret); v != "" {
+			out.ClientSecret = &v
+		}
+		return out
+	}
+	p := m.Provider
+	prov := &EndpointOAuthProvider{Facebook: app(p.Facebook), Microsoft: app(p.Microsoft), Google: app(p.Google),
+		LinkedIn: app(p.LinkedIn), GitLab: app(p.GitLab), Twitch: app(p.Twitch), Amazon: app(p.Amazon)}
+	if p.GitHub != nil {
+		prov.GitHub = &EndpointOAuthGitHub{EndpointOAuthProviderApp: *app(&p.GitHub.EndpointOAuthProviderApp),
+			Teams: emptyIfNil(p.GitHub.Teams), Organizations: emptyIfNil(p.GitHub.Organizations)}
+	}
+	return &EndpointOAuth{Enabled: enabled(m.Enabled), Provider: prov, authSession: m.authSessionMutate.build(),
+		AuthCheckInterval: derefU32(m.AuthCheckInterval)}, nil
+}
+
+// --- saml --------------------------------------------------------------------------------------
+
+// SAML constants: the metadata namespace the IdP's EntityDescriptor must be in, the name
+// identifier formats of the SAML 2.0 core specification (section 8.3) a service provider can
+// ask for, and the default format.
+const (
+	samlMetadataNS      = "urn:oasis:names:tc:SAML:2.0:metadata"
+	DefaultNameIDFormat = "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent"
+	// samlCertValidity is how long a generated request signing certificate is valid: long, since
+	// every renewal means reconfiguring the IdP.
+	samlCertValidity = 10 * 365 * 24 * time.Hour
+	samlKeyBits      = 2048
+)
+
+// SAMLNameIDFormats are the accepted values of nameid_format.
+var SAMLNameIDFormats = []string{
+	"urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
+	"urn:oasis:names:tc:SAML:2.0:nameid-format:transient",
+	"urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress",
+	"urn:oasis:names:tc:SAML:1.1:nameid-format:unspecified",
+	"urn:oasis:names:tc:SAML:1.1:nameid-format:X509SubjectName",
+	"urn:oasis:names:tc:SAML:1.1:nameid-format:WindowsDomainQualifiedName",
+	"urn:oasis:names:tc:SAML:2.0:nameid-format:kerberos",
+	"urn:oasis:names:tc:SAML:2.0:nameid-format:entity",
+}
+
+// EndpointSAML logs visitors in through a SAML identity provider (schema "EndpointSAML"). The
+// service provider's URLs and request signing certificate are generated by the server: the user
+// copies them into the IdP's configuration.
+type EndpointSAML struct {
+	Enabled bool `json:"enabled"`
+	authSession
+	IdPMetadata                  string   `json:"idp_metadata"`
+	ForceAuthn                   bool     `json:"force_authn"`
+	AllowIdPInitiated            bool     `json:"allow_idp_initiated"`
+	AuthorizedGroups             []string `json:"authorized_groups"`
+	EntityID                     string   `json:"entity_id"`
+	AssertionConsumerServiceURL  string   `json:"assertion_consumer_service_url"`
+	SingleLogoutURL              string   `json:"single_logout_url"`
+	RequestSigningCertificatePEM string   `json:"request_signing_certificate_pem"`
+	MetadataURL                  string   `json:"metadata_url"`
+	NameIDFormat                 string   `json:"nameid_format"`
+}
+
+// EndpointSAMLMutate is the request shape of EndpointSAML (schema "EndpointSAMLMutate").
+type EndpointSAMLMutate struct {
+	Enabled *bool `json:"enabled"`
+	authSessionMutate
+	IdPMetadata       *string  `json:"idp_metadata"`
+	ForceAuthn        *bool    `json:"force_authn"`
+	AllowIdPInitiated *bool    `json:"allow_idp_initiated"`
+	AuthorizedGroups  []string `json:"authorized_groups"`
+	NameIDFormat      *string  `json:"nameid_format"`
+}
+
+// Validate requires the IdP's metadata, a known name identifier format and non-empty group
+// names.
+func (m *EndpointSAMLMutate) Validate() error {
+	if err := m.authSessionMutate.validate(); err != nil {
+		return err
+	}
+	if m.IdPMetadata == nil || strings.TrimSpace(*m.IdPMetadata) == "" {
+		return Invalid(CodeInvalid, "idp_metadata", "is required: the identity provider's XML EntityDescriptor")
+	}
+	if err := checkIdPMetadata(*m.IdPMetadata); err != nil {
+		return err
+	}
+	if f := deref(m.NameIDFormat); f != "" && !slices.Contains(SAMLNameIDFormats, f) {
+		return Invalid(CodeInvalid, "nameid_format", "%q is not supported; use one of %s", f, strings.Join(SAMLNameIDFormats, ", "))
+	}
+	for i, g := range m.AuthorizedGroups {
+		if strings.TrimSpace(g) == "" {
+			return Invalid(CodeInvalid, indexed("authorized_groups", i), "must not be empty")
+		}
+	}
+	return nil
+}
+
+// checkIdPMetadata requires well-formed XML whose one root element is an EntityDescriptor of the
+// SAML metadata namespace with an entityID. A DOCTYPE is refused: SAML metadata has none, and
+// refusing DTDs up front keeps entity tricks away from whatever parses the metadata later.
+func checkIdPMetadata(s string) error {
+	const field = "idp_metadata"
+	dec := xml.NewDecoder(strings.NewReader(s))
+	depth, roots := 0, 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Invalid(CodeInvalid, field, "is not well-formed XML: %v", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				roots++
+				if roots > 1 {
+					return Invalid(CodeInvalid, field, "has more than one root element; give exactly one EntityDescriptor")
+				}
+				if t.Name.Local != "EntityDescriptor" || t.Name.Space != samlMetadataNS {
+					return Invalid(CodeInvalid, field, "must be an EntityDescriptor element of namespace %s, not <%s> of namespace %q", samlMetadataNS, t.Name.Local, t.Name.Space)
+				}
+				if !slices.ContainsFunc(t.Attr, func(a xml.Attr) bool { return a.Name.Space == "" && a.Name.Local == "entityID" && a.Value != "" }) {
+					return Invalid(CodeInvalid, field, "the EntityDescriptor has no entityID attribute")
+				}
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		case xml.CharData:
+			if depth == 0 && strings.TrimSpace(string(t)) != "" {
+				return Invalid(CodeInvalid, field, "has text outside the EntityDescriptor element")
+			}
+		case xml.Directive:
+			return Invalid(CodeInvalid, field, "must not contain a DOCTYPE or other <!...> directive")
+		}
+	}
+	if roots == 0 {
+		return Invalid(CodeInvalid, field, "has no XML element: give the identity provider's EntityDescriptor")
+	}
+	return nil
+}
+
+// Build fills the defaults and the generated service provider fields. The URLs sit under the
+// server's base URL (Settings.BaseURL) and the route's id: <base>/saml/<route id>/metadata (also
+// the entity id), /acs and /slo. The request signing certificate of a route that already has
+// SAML is kept, so a PUT that changes other fields does not break the IdP's configuration; a
+// route without one gets a new self-signed certificate. Its private key is discarded: edgeplane
+// serves no traffic and signs no SAML requests, and no response may show a private key.
+func (m *EndpointSAMLMutate) Build(op *Op) (any, error) {
+	base := strings.TrimRight(op.Settings.BaseURL, "/") + "/saml/" + op.ID
+	s := &EndpointSAML{
+		Enabled:                     enabled(m.Enabled),
+		authSession:                 m.authSessionMutate.build(),
+		IdPMetadata:                 *m.IdPMetadata,
+		ForceAuthn:                  m.ForceAuthn != nil && *m.ForceAuthn,
+		AllowIdPInitiated:           m.AllowIdPInitiated != nil && *m.AllowIdPInitiated,
+		AuthorizedGroups:            emptyIfNil(m.AuthorizedGroups),
+		EntityID:                    base + "/metadata",
+		MetadataURL:                 base + "/metadata",
+		AssertionConsumerServiceURL: base + "/acs",
+		SingleLogoutURL:             base + "/slo",
+		NameIDFormat:                DefaultNameIDFormat,
+	}
+	if f := deref(m.NameIDFormat); f != "" {
+		s.NameIDFormat = f
+	}
+	pemCert, err := m.signingCertificate(op)
+	if err != nil {
+		return nil, err
+	}
+	s.RequestSigningCertificatePEM = pemCert
+	return s, nil
+}
+
+// signingCertificate returns the route's current certificate while it is valid, or a new one:
+// an RSA 2048 key, which every IdP that verifies request signatures accepts (several accept no
+// ECDSA), self-signed for ten years. The key is made here, inside the write transaction, but only
+// when the route has no certificate yet, so the few tens of milliseconds it takes are paid once
+// per SAML configuration rather than on every PUT.
+func (m *EndpointSAMLMutate) signingCertificate(op *Op) (string, error) {
+	now := time.Now().UTC()
+	if op.Tx != nil && op.ID != "" {
+		doc, err := op.Tx.Get(HTTPSEdgeRoutes, op.ID)
+		if err != nil && !IsNotFound(err) {
+			return "", err
+		}
+		if r, ok := doc.(*HTTPSEdgeRoute); ok && r.SAML != nil {
+			if b, _ := pem.Decode([]byte(r.SAML.RequestSigningCertificatePEM)); b != nil {
+				if c, err := x509.ParseCertificate(b.Bytes); err == nil && now.Before(c.NotAfter) {
+					return r.SAML.RequestSigningCertificatePEM, nil
+				}
+			}
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
+	if err != nil {
+		return "", fmt.Errorf("saml: generating the request signing key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return "", fmt.Errorf("saml: certificate serial: %w", err)
+	}
+	notBefore := now.Add(-5 * time.Minute).Truncate(time.Second) // tolerate an IdP clock slightly behind
+	tpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "edgeplane SAML SP " + op.ID},
+		NotBefore:             notBefore,
+		NotAfter:              notBefore.Add(samlCertValidity),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		return "", fmt.Errorf("saml: self-signing the request signing certificate: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), nil
+}
+
+// --- oidc --------------------------------------------------------------------------------------
+
+// EndpointOIDC logs visitors in through an OpenID Connect provider (schema "EndpointOIDC").
+type EndpointOIDC struct {
+	Enabled bool `json:"enabled"`
+	authSession
+	Issuer       string   `json:"issuer"`
+	ClientID     string   `json:"client_id"`
+	ClientSecret string   `json:"client_secret"`
+	Scopes       []string `json:"scopes"`
+}
+
+// EndpointOIDCMutate is the request shape of EndpointOIDC.
+type EndpointOIDCMutate struct {
+	Enabled *bool `json:"enabled"`
+	authSessionMutate
+	Issuer       *string  `json:"issuer"`
+	ClientID     *string  `json:"client_id"`
+	ClientSecret *string  `json:"client_secret"`
+	Scopes       []string `json:"scopes"`
+}
+
+// Validate requires the issuer, an absolute http(s) URL without query or fragment (discovery
+// appends /.well-known/openid-configuration to it), and the client's id and secret: unlike
+// OAuth there is no managed application to fall back on.
+func (m *EndpointOIDCMutate) Validate() error {
+	if err := m.authSessionMutate.validate(); err != nil {
+		return err
+	}
+	iss := deref(m.Issuer)
+	if iss == "" {
+		return Invalid(CodeInvalid, "issuer", "is required: the URL of the OpenID provider")
+	}
+	if err := absoluteURL("issuer", iss, "https", "http"); err != nil {
+		return err
+	}
+	if u, _ := url.Parse(iss); u.RawQuery != "" || u.Fragment != "" || strings.Contains(iss, "#") {
+		return Invalid(CodeInvalid, "issuer", "%q must not have a query or fragment: discovery appends /.well-known/openid-configuration to it", iss)
+	}
+	if deref(m.ClientID) == "" {
+		return Invalid(CodeInvalid, "client_id", "is required")
+	}
+	if deref(m.ClientSecret) == "" {
+		return Invalid(CodeInvalid, "client_secret", "is required")
+	}
+	return validScopes("scopes", m.Scopes)
+}
+
+// Build fills the defaults.
+func (m *EndpointOIDCMutate) Build(*Op) (any, error) {
+	return &EndpointOIDC{Enabled: enabled(m.Enabled), authSession: m.authSessionMutate.build(),
+		Issuer: *m.Issuer, ClientID: *m.ClientID, ClientSecret: *m.ClientSecret, Scopes: emptyIfNil(m.Scopes)}, nil
+}
+
+// --- user_agent_filter -------------------------------------------------------------------------
+
+// EndpointUserAgentFilter allows or denies requests by User-Agent, with regular expressions
+// (schema "EndpointUserAgentFilter").
+type EndpointUserAgentFilter struct {
+	Enabled bool     `json:"enabled"`
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny"`
+}
+
+// EndpointUserAgentFilterMutate is the request shape of EndpointUserAgentFilter.
+type EndpointUserAgentFilterMutate struct {
+	Enabled *bool    `json:"enabled"`
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny"`
+}
+
+// Validate requires every entry to compile as a Go (RE2) regular expression, the syntax the
+// compatible service documents for this module.
+func (m *EndpointUserAgentFilterMutate) Validate() error {
+	for _, l := range []struct {
+		field   string
+		entries []string
+	}{{"allow", m.Allow}, {"deny", m.Deny}} {
+		for i, re := range l.entries {
+			if _, err := regexp.Compile(re); err != nil {
+				return Invalid(CodeInvalid, indexed(l.field, i), "%q is not a valid regular expression: %v", re, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Build returns the module with [] for lists not given.
+func (m *EndpointUserAgentFilterMutate) Build(*Op) (any, error) {
+	return &EndpointUserAgentFilter{Enabled: enabled(m.Enabled), Allow: emptyIfNil(m.Allow), Deny: emptyIfNil(m.Deny)}, nil
+}
+
+// --- jwt_validation ----------------------------------------------------------------------------
+
+// JWT validation values: token types and locations of the spec, and the JWS algorithms of RFC
+// 7518 section 3.1 plus EdDSA (RFC 8037). "none" is refused: it would accept unsigned tokens.
+var (
+	JWTTokenTypes   = []string{"jwt", "at+jwt", "it+jwt"}
+	JWTTokenMethods = []string{"header", "body"}
+	JWSAlgorithms   = []string{"HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "EdDSA"}
+)
+
+// Defaults of a token location: a JWT in a header, the most common place.
+const (
+	defaultJWTTokenType   = "jwt"
+	defaultJWTTokenMethod = "header"
+)
+
+// EndpointJWTValidation checks the JSON Web Tokens of requests (spec "EndpointJWTValidation";
+// not in the published schema). Responses show every part, with [] for empty lists. The same
+// shape is the request; absent parts and lists mean empty.
+type EndpointJWTValidation struct {
+	Enabled  bool         `json:"enabled"`
+	Issuer   JWTAllowList `json:"issuer"`
+	Audience JWTAllowList `json:"audience"`
+	HTTP     JWTHTTP      `json:"http"`
+	JWS      JWTJWS       `json:"jws"`
+}
+
+// JWTAllowList lists the accepted values of a claim.
+type JWTAllowList struct {
+	AllowList []JWTValue `json:"allow_list"`
+}
+
+// JWTValue is one accepted value.
+type JWTValue struct {
+	Value string `json:"value"`
+}
+
+// JWTHTTP says where in a request the token is.
+type JWTHTTP struct {
+	Tokens []JWTTokenLocation `json:"tokens"`
+}
+
+// JWTTokenLocation is one place to look for a token: a header or body field called name, whose
+// value starts with prefix (stripped before parsing, e.g. "Bearer ").
+type JWTTokenLocation struct {
+	Type   string `json:"type"`
+	Method string `json:"method"`
+	Name   string `json:"name"`
+	Prefix string `json:"prefix"`
+}
+
+// JWTJWS holds the accepted signature algorithms and where the signing keys come from.
+type JWTJWS struct {
+	AllowedAlgorithms []string `json:"allowed_algorithms"`
+	Keys              JWTKeys  `json:"keys"`
+}
+
+// JWTKeys are the signing keys' sources.
+type JWTKeys struct {
+	Sources JWTKeySources `json:"sources"`
+}
+
+// JWTKeySources lists JWKS URLs to fetch keys from, besides the issuer's own.
+type JWTKeySources struct {
+	AdditionalJKUs []string `json:"additional_jkus"`
+}
+
+// EndpointJWTValidationMutate is the request shape of EndpointJWTValidation. Its parts are
+// values, not pointers: a part given as null or left out is the same as an empty one.
+type EndpointJWTValidationMutate struct {
+	Enabled  *bool        `json:"enabled"`
+	Issuer   JWTAllowList `json:"issuer"`
+	Audience JWTAllowList `json:"audience"`
+	HTTP     JWTHTTP      `json:"http"`
+	JWS      JWTJWS       `json:"jws"`
+}
+
+// Validate checks each part: issuers are absolute URLs, audiences non-empty, token locations
+// of a known type and method with a name (a valid header name for headers), algorithms from the
+// JOSE list, and key sources absolute https URLs (keys fetched in the clear could be swapped).
+func (m *EndpointJWTValidationMutate) Validate() error {
+	for i, v := range m.Issuer.AllowList {
+		if err := absoluteURL(indexed("issuer.allow_list", i)+".value", v.Value, "https", "http"); err != nil {
+			return err
+		}
+	}
+	for i, v := range m.Audience.AllowList {
+		if strings.TrimSpace(v.Value) == "" {
+			return Invalid(CodeInvalid, indexed("audience.allow_list", i)+".value", "must not be empty")
+		}
+	}
+	for i, t := range m.HTTP.Tokens {
+		f := indexed("http.tokens", i)
+		if t.Type != "" && !slices.Contains(JWTTokenTypes, t.Type) {
+			return Invalid(CodeInvalid, f+".type", "must be one of %s, got %q", strings.Join(JWTTokenTypes, ", "), t.Type)
+		}
+		if t.Method != "" && !slices.Contains(JWTTokenMethods, t.Method) {
+			return Invalid(CodeInvalid, f+".method", "must be \"header\" or \"body\", got %q", t.Method)
+		}
+		if t.Name == "" {
+			return Invalid(CodeInvalid, f+".name", "is required: the header or body field that holds the token")
+		}
+		if (t.Method == "" || t.Method == "header") && !validHeaderName(t.Name) {
+			return Invalid(CodeInvalid, f+".name", "%q is not a valid HTTP header name", t.Name)
+		}
+	}
+	for i, a := range m.JWS.AllowedAlgorithms {
+		if strings.EqualFold(a, "none") {
+			return Invalid(CodeInvalid, indexed("jws.allowed_algorithms", i), "\"none\" is not allowed: it would accept unsigned tokens")
+		}
+		if !slices.Contains(JWSAlgorithms, a) {
+			return Invalid(CodeInvalid, indexed("jws.allowed_algorithms", i), "%q is not a JWS algorithm; use one of %s (case-sensitive)", a, strings.Join(JWSAlgorithms, ", "))
+		}
+	}
+	for i, u := range m.JWS.Keys.Sources.AdditionalJKUs {
+		if err := absoluteURL(indexed("jws.keys.sources.additional_jkus", i), u, "https"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Build echoes the configuration with [] for empty lists and the defaults of token locations.
+func (m *EndpointJWTValidationMutate) Build(*Op) (any, error) {
+	tokens := make([]JWTTokenLocation, len(m.HTTP.Tokens))
+	for i, t := range m.HTTP.Tokens {
+		if t.Type == "" {
+			t.Type = defaultJWTTokenType
+		}
+		if t.Method == "" {
+			t.Method = defaultJWTTokenMethod
+		}
+		tokens[i] = t
+	}
+	return &EndpointJWTValidation{
+		Enabled:  enabled(m.Enabled),
+		Issuer:   JWTAllowList{AllowList: emptyIfNil(m.Issuer.AllowList)},
+		Audience: JWTAllowList{AllowList: emptyIfNil(m.Audience.AllowList)},
+		HTTP:     JWTHTTP{Tokens: tokens},
+		JWS: JWTJWS{AllowedAlgorithms: emptyIfNil(m.JWS.AllowedAlgorithms),
+			Keys: JWTKeys{Sources: JWTKeySources{AdditionalJKUs: emptyIfNil(m.JWS.Keys.Sources.AdditionalJKUs)}}},
+	}, nil
+}

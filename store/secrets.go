@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -162,20 +163,9 @@ func openSealer(dsn string, opts Options) (*sealer, error) {
 	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		data = []byte(NewSecretKey() + "\n")
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) { // another process created it first
-			data, err = os.ReadFile(path)
-		} else if err == nil {
-			_, err = f.Write(data)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
-		}
-	} else if err != nil {
+		data, err = createKeyFile(path)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
 	}
 	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
@@ -186,6 +176,39 @@ func openSealer(dsn string, opts Options) (*sealer, error) {
 		return nil, err
 	}
 	return newSealer(keys, path)
+}
+
+// createKeyFile writes a new key to path, or reads the one another process wrote first. The key
+// is written to a private temporary file that is then hard-linked into place, so a concurrent
+// reader never sees a partly written file.
+func createKeyFile(path string) ([]byte, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".edgeplane-key-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	data := []byte(NewSecretKey() + "\n")
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return os.ReadFile(path)
+	} else if err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // putSecret keeps the secret of a new object, encrypted, inside the create transaction.

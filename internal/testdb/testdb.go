@@ -6,8 +6,8 @@ package testdb
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"database/sql"
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"os"
