@@ -1,0 +1,272 @@
+// Package e2e holds end-to-end compatibility tests: a real `edgeplane serve` driven by ngrok's
+// official TypeScript API client (client_test.go, the suite in this directory's test/), and raw
+// HTTP requests shaped like the other official clients' (habits_test.go).
+//
+// TestMain builds the binary once; every test starts its own server on 127.0.0.1:0 with a SQLite
+// database in t.TempDir(). The helpers follow cmd/edgeplane/main_test.go, which lives in package
+// main and so cannot be imported.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binPath is the edgeplane binary built by TestMain.
+var binPath string
+
+const (
+	startTimeout = 10 * time.Second // until the server logs its listening line
+	stopTimeout  = 5 * time.Second  // from a kill until the process has exited
+	runTimeout   = 10 * time.Second // one short command (apikey create)
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "edgeplane-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mkdtemp:", err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "edgeplane")
+	if runtime.GOOS == "windows" {
+		binPath += ".exe"
+	}
+	build := exec.Command("go", "build", "-o", binPath, "../cmd/edgeplane")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cleanEnv is the test process's environment without any EDGEPLANE_* variable, plus extra.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "EDGEPLANE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// syncBuffer collects a subprocess's output while it runs and wakes up waiters on every write.
+type syncBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	notify chan struct{}
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{notify: make(chan struct{}, 1)} }
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n, err := b.buf.Write(p)
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// server is a running `edgeplane serve` with the token it printed at its first start.
+type server struct {
+	addr   string // the address it listens on
+	base   string // the configured base URL (what every uri starts with)
+	db     string
+	token  string
+	stderr *syncBuffer
+}
+
+var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)`)
+
+// startServer runs `edgeplane serve` on 127.0.0.1:0 with a new SQLite database, plus args, waits
+// until it listens and reads the bootstrap token it prints.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	s := &server{db: filepath.Join(t.TempDir(), "edgeplane.db"), stderr: newSyncBuffer()}
+	cmd := exec.Command(binPath, append([]string{"serve", "--db", s.db, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = cleanEnv()
+	cmd.Stdout = io.Discard
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start edgeplane serve: %v", err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		_ = cmd.Process.Kill()
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			t.Errorf("edgeplane serve (pid %d) did not exit after kill", cmd.Process.Pid)
+		}
+	})
+
+	deadline := time.NewTimer(startTimeout)
+	defer deadline.Stop()
+	for s.addr == "" {
+		if m := listeningRE.FindStringSubmatch(s.stderr.String()); m != nil {
+			s.addr = m[1]
+			break
+		}
+		select {
+		case <-s.stderr.notify:
+		case <-done:
+			t.Fatalf("edgeplane serve exited before listening (%v); stderr:\n%s", waitErr, s.stderr)
+		case <-deadline.C:
+			t.Fatalf("edgeplane serve did not log its listening line within %v; stderr:\n%s", startTimeout, s.stderr)
+		}
+	}
+	s.base = "http://" + s.addr
+	for i, a := range args {
+		if a == "--base-url" && i+1 < len(args) {
+			s.base = strings.TrimRight(args[i+1], "/")
+		}
+	}
+	s.token = bootstrapToken(t, s.stderr.String())
+	return s
+}
+
+const tokenSentence = "will not be shown again"
+
+// bootstrapToken returns the token that serve printed on stderr for an empty database: the first
+// non-empty line after the sentence.
+func bootstrapToken(t *testing.T, stderr string) string {
+	t.Helper()
+	i := strings.Index(stderr, tokenSentence)
+	if i < 0 {
+		t.Fatalf("serve on an empty database printed no token; stderr:\n%s", stderr)
+	}
+	for _, line := range strings.Split(stderr[i:], "\n")[1:] {
+		if tok := strings.TrimSpace(line); tok != "" {
+			return tok
+		}
+	}
+	t.Fatalf("no token line after %q; stderr:\n%s", tokenSentence, stderr)
+	return ""
+}
+
+// apikeyCreate runs `edgeplane apikey create --db <the server's db>` with args while the server
+// runs and returns the token it prints.
+func (s *server) apikeyCreate(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, append([]string{"apikey", "create", "--db", s.db}, args...)...)
+	cmd.Env = cleanEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("edgeplane apikey create %q: %v; stderr:\n%s", args, err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+// response is a decoded API response.
+type response struct {
+	status int
+	header http.Header
+	raw    []byte
+	body   map[string]any // nil when the body is empty
+}
+
+// do sends an API request to the server's real address with the server's token. body is nil, a
+// string sent as is, or a value sent as JSON.
+func (s *server) do(t *testing.T, method, path string, body any) response {
+	t.Helper()
+	return s.doToken(t, s.token, method, path, body)
+}
+
+func (s *server) doToken(t *testing.T, token, method, path string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	url := path
+	if !strings.HasPrefix(url, "http") {
+		url = "http://" + s.addr + path
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Ngrok-Version", "2")
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, url, err)
+	}
+	out := response{status: res.StatusCode, header: res.Header, raw: raw}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			t.Fatalf("%s %s: response is not a JSON object: %v: %s", method, url, err, raw)
+		}
+	}
+	return out
+}
+
+// must asserts the status and returns the response.
+func (r response) must(t *testing.T, status int) response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	return r
+}
+
+func (r response) str(key string) string {
+	s, _ := r.body[key].(string)
+	return s
+}
