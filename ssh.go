@@ -132,27 +132,33 @@ func sshCAInUse(id string) *Error {
 		Msg: "SSH certificate authority " + id + " still has SSH user or host certificates; delete them first."}
 }
 
-// SSHUserCertificate is a user certificate signed by an SSH CA of the account (spec
-// "SSHUserCertificate"). Everything but the annotations is fixed at creation.
-type SSHUserCertificate struct {
-	Meta
-	Annotations
-	PublicKey                 string            `json:"public_key"`
-	KeyType                   string            `json:"key_type"`
-	SSHCertificateAuthorityID string            `json:"ssh_certificate_authority_id"`
-	Principals                []string          `json:"principals"`
-	CriticalOptions           map[string]string `json:"critical_options"`
-	Extensions                map[string]string `json:"extensions"`
-	ValidAfter                string            `json:"valid_after"`
-	ValidUntil                string            `json:"valid_until"`
+// sshCert is what user and host certificates share: everything but the annotations is fixed at
+// creation.
+type sshCert struct {
+	PublicKey                 string   `json:"public_key"`
+	KeyType                   string   `json:"key_type"`
+	SSHCertificateAuthorityID string   `json:"ssh_certificate_authority_id"`
+	Principals                []string `json:"principals"`
+	ValidAfter                string   `json:"valid_after"`
+	ValidUntil                string   `json:"valid_until"`
 	// Certificate is the signed certificate as one authorized_keys line (for an id_*-cert.pub
-	// file).
+	// file, or an sshd HostCertificate file).
 	Certificate string `json:"certificate"`
 }
 
 // References keeps the signing CA from being deleted while the certificate exists.
-func (c *SSHUserCertificate) References() []Reference {
+func (c *sshCert) References() []Reference {
 	return []Reference{{To: c.SSHCertificateAuthorityID, Mode: RefRestrict}}
+}
+
+// SSHUserCertificate is a user certificate signed by an SSH CA of the account (spec
+// "SSHUserCertificate").
+type SSHUserCertificate struct {
+	Meta
+	Annotations
+	sshCert
+	CriticalOptions map[string]string `json:"critical_options"`
+	Extensions      map[string]string `json:"extensions"`
 }
 
 // SSHHostCertificate is a host certificate signed by an SSH CA of the account (schema
@@ -160,20 +166,7 @@ func (c *SSHUserCertificate) References() []Reference {
 type SSHHostCertificate struct {
 	Meta
 	Annotations
-	PublicKey                 string   `json:"public_key"`
-	KeyType                   string   `json:"key_type"`
-	SSHCertificateAuthorityID string   `json:"ssh_certificate_authority_id"`
-	Principals                []string `json:"principals"`
-	ValidAfter                string   `json:"valid_after"`
-	ValidUntil                string   `json:"valid_until"`
-	// Certificate is the signed certificate as one authorized_keys line (for an sshd
-	// HostCertificate file).
-	Certificate string `json:"certificate"`
-}
-
-// References keeps the signing CA from being deleted while the certificate exists.
-func (c *SSHHostCertificate) References() []Reference {
-	return []Reference{{To: c.SSHCertificateAuthorityID, Mode: RefRestrict}}
+	sshCert
 }
 
 // sshCertFields are the request fields user and host certificates share.
@@ -212,9 +205,19 @@ func (f *sshCertFields) validate() error {
 	return err
 }
 
-// sign fills in the validity defaults, checks the window and signs with the named CA. It leaves
-// f unchanged, so a retried transaction signs again from the same request.
-func (f *sshCertFields) sign(op *Op, host bool, validity time.Duration, critical, extensions map[string]string) (cert string, after, before time.Time, err error) {
+// sign fills in the validity defaults, checks the window, signs with the named CA and returns
+// the certificate's fields. It leaves f unchanged, so a retried transaction signs again from the
+// same request.
+func (f *sshCertFields) sign(op *Op, host bool, validity time.Duration, critical, extensions map[string]string) (sshCert, error) {
+	cert, after, before, err := f.signRaw(op, host, validity, critical, extensions)
+	if err != nil {
+		return sshCert{}, err
+	}
+	return sshCert{PublicKey: *f.PublicKey, KeyType: f.keyType, SSHCertificateAuthorityID: *f.SSHCertificateAuthorityID,
+		Principals: nonNil(f.Principals), ValidAfter: FormatTime(after), ValidUntil: FormatTime(before), Certificate: cert}, nil
+}
+
+func (f *sshCertFields) signRaw(op *Op, host bool, validity time.Duration, critical, extensions map[string]string) (cert string, after, before time.Time, err error) {
 	caID := *f.SSHCertificateAuthorityID
 	created := op.Created.UTC().Truncate(time.Second)
 	after, before = f.validAfter, f.validBefore
@@ -325,15 +328,11 @@ func (c *SSHUserCertificateCreate) Create(op *Op) (Document, error) {
 	if ext == nil {
 		ext = map[string]string{"permit-pty": "", "permit-user-rc": ""}
 	}
-	cert, after, before, err := c.sign(op, false, DefaultUserCertValidity, critical, ext)
+	base, err := c.sign(op, false, DefaultUserCertValidity, critical, ext)
 	if err != nil {
 		return nil, err
 	}
-	d := &SSHUserCertificate{
-		PublicKey: *c.PublicKey, KeyType: c.keyType, SSHCertificateAuthorityID: *c.SSHCertificateAuthorityID,
-		Principals: nonNil(c.Principals), CriticalOptions: critical, Extensions: ext,
-		ValidAfter: FormatTime(after), ValidUntil: FormatTime(before), Certificate: cert,
-	}
+	d := &SSHUserCertificate{sshCert: base, CriticalOptions: critical, Extensions: ext}
 	c.ApplyTo(&d.Annotations)
 	return d, nil
 }
@@ -367,14 +366,11 @@ func (c *SSHHostCertificateCreate) Validate() error {
 
 // Create signs the host certificate with the named CA of the account.
 func (c *SSHHostCertificateCreate) Create(op *Op) (Document, error) {
-	cert, after, before, err := c.sign(op, true, DefaultHostCertValidity, nil, nil)
+	base, err := c.sign(op, true, DefaultHostCertValidity, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	d := &SSHHostCertificate{
-		PublicKey: *c.PublicKey, KeyType: c.keyType, SSHCertificateAuthorityID: *c.SSHCertificateAuthorityID,
-		Principals: nonNil(c.Principals), ValidAfter: FormatTime(after), ValidUntil: FormatTime(before), Certificate: cert,
-	}
+	d := &SSHHostCertificate{sshCert: base}
 	c.ApplyTo(&d.Annotations)
 	return d, nil
 }
