@@ -1,5 +1,5 @@
 # Convenience targets; each is one command the README also names.
-.PHONY: build test vet
+.PHONY: build test vet bench
 
 build:
 	CGO_ENABLED=0 go build -o edgeplane ./cmd/edgeplane
@@ -10,3 +10,8 @@ test:
 vet:
 	go vet ./...
 	gofmt -l .
+
+# The load benchmark (issue 7): baseline, SQLite, and PostgreSQL when EDGEPLANE_TEST_POSTGRES is
+# set. Prints the table and writes it to bench/results.md. Takes several minutes.
+bench:
+	go run ./cmd/edgeplane-bench -out bench/results.md

@@ -23,6 +23,9 @@ func (s *Store) principal(ctx context.Context, q querier, account, id string) (e
 		role   string
 		active int
 	)
+	if !storable(id) {
+		return p, ep.NotFound()
+	}
 	err := q.QueryRowContext(ctx, s.q.principalGet, id, account).Scan(&p.ID, &p.AccountID, &role, &active)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, ep.NotFound()
@@ -34,7 +37,7 @@ func (s *Store) principal(ctx context.Context, q querier, account, id string) (e
 // HasAccounts reports whether any account exists: serve bootstraps an empty database.
 func (s *Store) HasAccounts(ctx context.Context) (bool, error) {
 	var n int
-	err := s.r.QueryRowContext(ctx, s.q.accountsAny).Scan(&n)
+	err := s.rd.QueryRowContext(ctx, s.q.accountsAny).Scan(&n)
 	return n > 0, s.classify(err)
 }
 
@@ -43,7 +46,7 @@ func (s *Store) HasAccounts(ctx context.Context) (bool, error) {
 // replicas starting at once, or the apikey command while a server runs): the account name is
 // unique, and the loser of a race reads the winner's account.
 func (s *Store) EnsureAccount(ctx context.Context, name string) (admin ep.Caller, created bool, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		created = false
 		var accountID, userID string
 		err := tx.QueryRowContext(ctx, s.q.accountByName, name).Scan(&accountID, &userID)
@@ -74,7 +77,7 @@ func (s *Store) EnsureAccount(ctx context.Context, name string) (admin ep.Caller
 // AddUser adds a user with the role to an existing account. Users have no API collection; the
 // command line and tests create them.
 func (s *Store) AddUser(ctx context.Context, accountID string, role ep.Role) (p ep.Principal, err error) {
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		var id string
 		if err := tx.QueryRowContext(ctx, s.q.accountGet, accountID).Scan(&id); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -88,7 +91,7 @@ func (s *Store) AddUser(ctx context.Context, accountID string, role ep.Role) (p 
 	return p, err
 }
 
-func (s *Store) addPrincipal(ctx context.Context, tx *sql.Tx, accountID string, role ep.Role) (ep.Principal, error) {
+func (s *Store) addPrincipal(ctx context.Context, tx *wtx, accountID string, role ep.Role) (ep.Principal, error) {
 	id, t := ep.NewID(ep.UserPrefix)
 	p := ep.Principal{ID: id, AccountID: accountID, Role: role, Active: true}
 	_, err := tx.ExecContext(ctx, s.q.principalIns, id, accountID, string(role), 1, ep.FormatTime(t))
@@ -105,7 +108,7 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 		role   string
 		active int
 	)
-	err := s.r.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(&hash, &c.AccountID, &c.KeyID, &c.Principal.ID, &role, &active)
+	err := s.rd.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(&hash, &c.AccountID, &c.KeyID, &c.Principal.ID, &role, &active)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, unknownToken()
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -22,14 +23,17 @@ type queries struct {
 	claimGet, claimIns, claimsDel, tokenIns                          string
 	principalGet, principalPut, principalDel, auth                   string
 	accountByName, accountIns, accountsAny, principalIns, accountGet string
+	secretIns, secretGet                                             string
 }
 
 func prepare(d dialect) queries {
 	q := queries{
-		get:          `SELECT doc, parent_id, version FROM objects WHERE id = ? AND account_id = ? AND kind = ?`,
-		getParent:    `SELECT kind FROM objects WHERE id = ? AND account_id = ?`,
-		list:         `SELECT doc FROM objects WHERE account_id = ? AND kind = ? AND id < ? ORDER BY id DESC LIMIT ?`,
-		listChild:    `SELECT doc FROM objects WHERE parent_id = ? AND account_id = ? AND kind = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+		get:       `SELECT doc, parent_id, version FROM objects WHERE id = ? AND account_id = ? AND kind = ?`,
+		getParent: `SELECT kind FROM objects WHERE id = ? AND account_id = ?`,
+		// Pages order by id || '' (the id's bytes) so that only the paging indexes can serve them
+		// (see migration 0003): never a walk of the primary key past other accounts' objects.
+		list:         `SELECT doc FROM objects WHERE account_id = ? AND kind = ? AND id || '' < ? ORDER BY id || '' DESC LIMIT ?`,
+		listChild:    `SELECT doc FROM objects WHERE parent_id = ? AND account_id = ? AND kind = ? AND id || '' < ? ORDER BY id || '' DESC LIMIT ?`,
 		insert:       `INSERT INTO objects (id, account_id, kind, parent_id, version, created_at, doc) VALUES (?, ?, ?, ?, 1, ?, ?)`,
 		update:       `UPDATE objects SET doc = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		del:          `DELETE FROM objects WHERE id = ?`,
@@ -53,6 +57,8 @@ func prepare(d dialect) queries {
 		accountsAny:  `SELECT COUNT(*) FROM accounts`,
 		principalIns: `INSERT INTO principals (id, account_id, role, active, created_at) VALUES (?, ?, ?, ?, ?)`,
 		accountGet:   `SELECT id FROM accounts WHERE id = ?`,
+		secretIns:    secretIns,
+		secretGet:    secretGet,
 	}
 	// Inside write transactions: a delete locks its row, and writing a reference share-locks the
 	// target, so on PostgreSQL a delete and a new reference to the same object cannot both
@@ -62,17 +68,23 @@ func prepare(d dialect) queries {
 	for _, p := range []*string{&q.get, &q.getLocked, &q.refTarget, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
 		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
 		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.accountByName, &q.accountIns,
-		&q.accountsAny, &q.principalIns, &q.accountGet} {
+		&q.accountsAny, &q.principalIns, &q.accountGet, &q.secretIns, &q.secretGet} {
 		*p = d.rebind(*p)
 	}
 	return q
 }
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+// reads are the queries that run on the read pool.
+func (q *queries) reads() []string {
+	return []string{q.get, q.getParent, q.list, q.listChild, q.auth, q.accountsAny, q.principalGet, q.claimGet}
+}
+
+// writes are the queries that run inside write transactions.
+func (q *queries) writes() []string {
+	return []string{q.get, q.getLocked, q.refTarget, q.getParent, q.insert, q.update, q.del,
+		q.restricted, q.cascade, q.refsDel, q.refsIns, q.claimGet, q.claimIns, q.claimsDel, q.tokenIns,
+		q.principalGet, q.principalPut, q.principalDel, q.accountByName, q.accountIns, q.principalIns,
+		q.accountGet, q.secretIns, q.secretGet}
 }
 
 // row is one stored object as read before decoding.
@@ -90,6 +102,9 @@ func (s *Store) load(ctx context.Context, q querier, account string, res *ep.Res
 
 func (s *Store) loadWith(ctx context.Context, q querier, query, account string, res *ep.Resource, parentID, id string, anyParent bool) (ep.Document, row, error) {
 	var r row
+	if !storable(id) || !storable(parentID) {
+		return nil, r, ep.NotFound()
+	}
 	err := q.QueryRowContext(ctx, query, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && res.Parent != nil && !anyParent && r.parent.String != parentID) {
 		return nil, r, ep.NotFound()
@@ -112,7 +127,7 @@ func decode(res *ep.Resource, body []byte) (ep.Document, error) {
 // Get returns the object of collection res with the id in the account; for a nested collection it
 // must also belong to parentID. Another account's object is not found, exactly like a missing one.
 func (s *Store) Get(ctx context.Context, account string, res *ep.Resource, parentID, id string) (ep.Document, error) {
-	doc, _, err := s.load(ctx, s.r, account, res, parentID, id, false)
+	doc, _, err := s.load(ctx, s.rd, account, res, parentID, id, false)
 	if err != nil {
 		return nil, err
 	}
@@ -130,12 +145,12 @@ func (s *Store) List(ctx context.Context, account string, res *ep.Resource, pare
 		err  error
 	)
 	if res.Parent != nil {
-		if _, _, err := s.load(ctx, s.r, account, res.Parent, "", parentID, false); err != nil {
+		if _, _, err := s.load(ctx, s.rd, account, res.Parent, "", parentID, false); err != nil {
 			return nil, false, err
 		}
-		rows, err = s.r.QueryContext(ctx, s.q.listChild, parentID, account, res.Kind, beforeID, limit+1)
+		rows, err = s.rd.QueryContext(ctx, s.q.listChild, parentID, account, res.Kind, beforeID, limit+1)
 	} else {
-		rows, err = s.r.QueryContext(ctx, s.q.list, account, res.Kind, beforeID, limit+1)
+		rows, err = s.rd.QueryContext(ctx, s.q.list, account, res.Kind, beforeID, limit+1)
 	}
 	if err != nil {
 		return nil, false, s.classify(err)
@@ -172,7 +187,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		doc   ep.Document
 		token string
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		if res.Parent != nil {
 			if _, err := view.Get(res.Parent, parentID); err != nil {
@@ -232,7 +247,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 // meantime (compare-and-swap on the version); otherwise it reads again and reapplies fn.
 func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string, fn func(op *ep.Op, doc ep.Document) error) (ep.Document, error) {
 	var doc ep.Document
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		// The read takes the row lock where the engine has one, so concurrent writers of one hot
 		// object queue instead of failing the version check over and over; the version check
 		// still guards every write.
@@ -281,7 +296,7 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 // Delete removes the object, unless another object references it with RefRestrict. Objects that
 // reference it with RefCascade, and its children, go with it.
 func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		d, _, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
 			return err
@@ -325,7 +340,7 @@ func claimsOf(d ep.Document) []ep.Claim {
 	return nil
 }
 
-func (s *Store) writeRefs(ctx context.Context, tx *sql.Tx, account, id string, refs []ep.Reference, replace bool) error {
+func (s *Store) writeRefs(ctx context.Context, tx *wtx, account, id string, refs []ep.Reference, replace bool) error {
 	if replace {
 		if _, err := tx.ExecContext(ctx, s.q.refsDel, id); err != nil {
 			return s.classify(err)
@@ -432,7 +447,7 @@ func (s *Store) embed(ctx context.Context, res *ep.Resource, docs ...ep.Document
 // writeClaims takes every claim of the document. A value held by another object is the document's
 // conflict error; a concurrent writer taking the same value between the check and the insert
 // makes the transaction start over, and the check then reports the conflict.
-func (s *Store) writeClaims(ctx context.Context, tx *sql.Tx, account, id string, d ep.Document, replace bool) error {
+func (s *Store) writeClaims(ctx context.Context, tx *wtx, account, id string, d ep.Document, replace bool) error {
 	claimer, ok := d.(ep.Claimer)
 	if !ok {
 		return nil
@@ -469,7 +484,7 @@ func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid:
 type txView struct {
 	s       *Store
 	ctx     context.Context
-	tx      *sql.Tx
+	tx      *wtx
 	account string
 }
 
@@ -478,8 +493,14 @@ func (v *txView) Get(res *ep.Resource, id string) (ep.Document, error) {
 	return doc, err
 }
 
+// Claimed also share-locks the object holding the claim (on PostgreSQL), so that a delete of it
+// and a write that relies on it serialise on that one row: the delete then either sees the new
+// reference (and refuses) or commits first (and the write finds nothing), never both.
 func (v *txView) Claimed(namespace, value string) (string, bool, error) {
 	var account, id string
+	if !storable(value) {
+		return "", false, ep.NotFound()
+	}
 	err := v.tx.QueryRowContext(v.ctx, v.s.q.claimGet, namespace, value).Scan(&account, &id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, ep.NotFound()
@@ -487,7 +508,23 @@ func (v *txView) Claimed(namespace, value string) (string, bool, error) {
 	if err != nil {
 		return "", false, v.s.classify(err)
 	}
+	if account == v.account {
+		var locked string
+		err := v.tx.QueryRowContext(v.ctx, v.s.q.refTarget, id).Scan(&locked)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", false, ep.NotFound() // deleted while we looked
+		}
+		if err != nil {
+			return "", false, v.s.classify(err)
+		}
+	}
 	return id, account == v.account, nil
+}
+
+// storable reports whether s can be a key in every engine's text columns: valid UTF-8 without
+// NUL. Anything else names no object (PostgreSQL would fail the query rather than find nothing).
+func storable(s string) bool {
+	return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
 }
 
 func (v *txView) Principal(id string) (ep.Principal, error) {

@@ -55,6 +55,12 @@ func pgCode(err error) string {
 func (pgDialect) uniqueViolation(err error) bool { return pgCode(err) == "23505" }
 func (pgDialect) fkViolation(err error) bool     { return pgCode(err) == "23503" }
 
+// transient: 40P01 deadlock detected, 40001 serialization failure.
+func (pgDialect) transient(err error) bool {
+	c := pgCode(err)
+	return c == "40P01" || c == "40001"
+}
+
 func (pgDialect) unavailable(err error) bool {
 	code := pgCode(err)
 	if strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" {
@@ -132,4 +138,17 @@ func redact(u *url.URL) string {
 	}
 	c.RawQuery = ""
 	return c.String()
+}
+
+// RedactDSN returns dsn fit for a log line: a PostgreSQL URL without its password and query
+// (which may hold one too); a SQLite path as it is.
+func RedactDSN(dsn string) string {
+	if !IsPostgres(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparseable DSN)"
+	}
+	return redact(u)
 }

@@ -212,7 +212,7 @@ func createKeyFile(path string) ([]byte, error) {
 }
 
 // putSecret keeps the secret of a new object, encrypted, inside the create transaction.
-func (s *Store) putSecret(ctx context.Context, tx *sql.Tx, account, id, secret string) error {
+func (s *Store) putSecret(ctx context.Context, tx *wtx, account, id, secret string) error {
 	sealed, err := s.seal.seal(id, secret)
 	if err != nil {
 		return err
@@ -224,6 +224,9 @@ func (s *Store) putSecret(ctx context.Context, tx *sql.Tx, account, id, secret s
 // Secret returns the secret kept with an object of the caller's account.
 func (v *txView) Secret(id string) (string, error) {
 	var data string
+	if !storable(id) {
+		return "", ep.NotFound()
+	}
 	err := v.tx.QueryRowContext(v.ctx, v.s.d.rebind(secretGet), id, v.account).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", ep.NotFound()

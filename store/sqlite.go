@@ -26,6 +26,9 @@ func (sqliteDialect) uniqueViolation(err error) bool {
 	return errors.As(err, &e) && (e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 }
 
+// transient is never true: writers are serialised, so there are no deadlocks to retry.
+func (sqliteDialect) transient(error) bool { return false }
+
 func (sqliteDialect) fkViolation(err error) bool {
 	var e *sqlite.Error
 	return errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
@@ -60,14 +63,21 @@ func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) 
 // sqlitePragmas are set on every connection, in this order: a busy timeout first, so that another
 // process writing (edgeplane apikey create while a server runs) or opening the same new file makes
 // this one wait instead of fail; WAL, so readers never block the writer; foreign keys, for the
-// cascades the schema declares; and synchronous=NORMAL, under which a committed transaction
-// survives a crash of the process (not necessarily a power loss).
-var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}
+// cascades the schema declares. Then the durability's synchronous setting: under NORMAL a
+// committed transaction survives a crash of the process (not necessarily a power loss or an
+// operating system crash); under FULL every commit waits for an fsync of the WAL and survives a
+// power loss too.
+var sqlitePragmas = []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)"}
 
-func sqliteDSN(path string, extra url.Values) string {
+func sqliteDSN(path string, d Durability, extra url.Values) string {
 	v := url.Values{}
 	for _, p := range sqlitePragmas {
 		v.Add("_pragma", p)
+	}
+	if d == DurabilityFull {
+		v.Add("_pragma", "synchronous(FULL)")
+	} else {
+		v.Add("_pragma", "synchronous(NORMAL)")
 	}
 	for k, vs := range extra {
 		v[k] = append(v[k], vs...)
@@ -78,7 +88,7 @@ func sqliteDSN(path string, extra url.Values) string {
 // openSQLite opens the database file at path with one writer connection, whose transactions
 // take the write lock at BEGIN (no lock upgrades that could fail under concurrency), and a pool
 // of read-only connections.
-func openSQLite(path string) (*Store, error) {
+func openSQLite(path string, d Durability) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: empty SQLite path")
 	}
@@ -87,7 +97,7 @@ func openSQLite(path string) (*Store, error) {
 			return nil, fmt.Errorf("store: directory of the database %s: %w", path, err)
 		}
 	}
-	w, openErr := sql.Open("sqlite", sqliteDSN(path, url.Values{"_txlock": {"immediate"}}))
+	w, openErr := sql.Open("sqlite", sqliteDSN(path, d, url.Values{"_txlock": {"immediate"}}))
 	if openErr != nil {
 		return nil, openErr
 	}
@@ -108,7 +118,7 @@ func openSQLite(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", sqliteDSN(path, url.Values{"_pragma": {"query_only(1)"}}))
+	r, err := sql.Open("sqlite", sqliteDSN(path, d, url.Values{"_pragma": {"query_only(1)"}}))
 	if err != nil {
 		w.Close()
 		return nil, err

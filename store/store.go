@@ -33,6 +33,9 @@ type dialect interface {
 	uniqueViolation(err error) bool
 	// fkViolation reports whether err is a foreign key failure (a parent deleted concurrently).
 	fkViolation(err error) bool
+	// transient reports whether the engine aborted the transaction for a reason a retry cures
+	// (a deadlock, a serialization failure).
+	transient(err error) bool
 	// unavailable reports whether err means the database cannot be reached at all.
 	unavailable(err error) bool
 	// ddl adapts a statement of the shared migrations to the engine.
@@ -52,6 +55,44 @@ type Options struct {
 	SecretKeys string
 	// MaxConns caps the PostgreSQL connection pool of this process (default DefaultPGMaxConns).
 	MaxConns int
+	// Durability says what an acknowledged write survives (see Durability); the zero value is
+	// DurabilityNormal.
+	Durability Durability
+	// MaxBatch caps how many write transactions SQLite commits together (group commit); 0 means
+	// DefaultMaxBatch and 1 turns group commit off. PostgreSQL ignores it.
+	MaxBatch int
+}
+
+// Durability is what an acknowledged write survives on SQLite.
+type Durability int
+
+const (
+	// DurabilityNormal (WAL with synchronous=NORMAL): every acknowledged write survives a crash
+	// of the process; a power loss or an operating system crash may lose the writes of the last
+	// moments before it (never the database's consistency).
+	DurabilityNormal Durability = iota
+	// DurabilityFull (WAL with synchronous=FULL): every acknowledged write has been flushed to
+	// the disk (fsync) and survives a power loss too, as far as the disk honours the flush.
+	DurabilityFull
+)
+
+// String is the name of the durability, as the command line spells it.
+func (d Durability) String() string {
+	if d == DurabilityFull {
+		return "full"
+	}
+	return "normal"
+}
+
+// ParseDurability reads "normal" or "full".
+func ParseDurability(s string) (Durability, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "normal":
+		return DurabilityNormal, nil
+	case "full":
+		return DurabilityFull, nil
+	}
+	return 0, fmt.Errorf("durability must be normal or full, got %q", s)
 }
 
 // Store is the database behind one edgeplane process. It is safe for concurrent use.
@@ -62,6 +103,13 @@ type Store struct {
 	// may be the same pool.
 	w, r *sql.DB
 	q    queries
+	// rd runs the object code's reads; wstmts are the writer pool's prepared statements (SQLite;
+	// nil on PostgreSQL, whose driver caches statements itself).
+	rd     *reader
+	wstmts stmtSet
+	// commit runs the write transactions of a SQLite store with group commit; nil on PostgreSQL,
+	// where every write transaction runs on its own connection of the pool.
+	commit *committer
 	// settings are the deployment settings handed to rules (SetSettings); nil means defaults.
 	settings atomic.Pointer[ep.Settings]
 	// seal encrypts secrets at rest (store/secrets.go).
@@ -93,22 +141,41 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	case IsPostgres(dsn):
 		s, err = openPostgres(ctx, dsn, opts)
 	default:
-		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), opts.Durability)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.seal = seal
+	s.rd = &reader{db: s.r}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
 	s.q = prepare(s.d)
+	if s.d.name() == "sqlite" {
+		if s.rd.stmts, err = prepareAll(ctx, s.r, s.q.reads()); err == nil {
+			s.wstmts, err = prepareAll(ctx, s.w, append(s.q.writes(), spBegin, spRelease, spRollback))
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("store: prepare statements: %w", err)
+		}
+		s.rd.noCancel = true
+		s.commit = newCommitter(s, opts.MaxBatch)
+	}
 	return s, nil
 }
 
-// Close closes the database cleanly.
+// Close closes the database cleanly, after the write transactions in progress.
 func (s *Store) Close() error {
+	if s.commit != nil {
+		s.commit.stop()
+	}
+	if s.rd != nil {
+		_ = s.rd.stmts.close()
+	}
+	_ = s.wstmts.close()
 	errW := s.w.Close()
 	if s.r != s.w {
 		if err := s.r.Close(); err != nil {
@@ -216,8 +283,10 @@ var errRetry = errors.New("store: retry")
 const maxAttempts = 12
 
 // inTx runs fn in a write transaction, committing when it returns nil and retrying when it
-// returns errRetry.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// returns errRetry. fn must do its database work with the context it is given: on SQLite it runs
+// in the committer's batch (see writer.go), where ctx has the request's values but not its
+// cancellation.
+func (s *Store) inTx(ctx context.Context, fn txFunc) error {
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		if attempt > 0 {
@@ -228,7 +297,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 				return s.classify(ctx.Err())
 			}
 		}
-		err = s.tryTx(ctx, fn)
+		if s.commit != nil {
+			err = s.commit.do(ctx, fn)
+		} else {
+			err = s.tryTx(ctx, func(tx *sql.Tx) error { return fn(ctx, &wtx{tx: tx}) })
+		}
 		if !errors.Is(err, errRetry) {
 			return err
 		}
@@ -254,11 +327,9 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error
 	if err != nil {
 		return s.classify(err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Rolled back on every way out but a commit, a panic of fn included (after a commit the
+	// rollback is a no-op).
+	defer func() { _ = tx.Rollback() }()
 	if err = fn(tx); err != nil {
 		return err
 	}
@@ -277,6 +348,9 @@ func (s *Store) classify(err error) error {
 	}
 	if s.d.fkViolation(err) {
 		return errRetry // a parent or owner was deleted concurrently: the retry reports it properly
+	}
+	if s.d.transient(err) {
+		return errRetry // a deadlock or serialization failure: the engine rolled back; start over
 	}
 	if s.d.unavailable(err) || errors.Is(err, context.DeadlineExceeded) {
 		return &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeUnavailable,

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// child is a server under test, running in a process of its own so that its CPU time and peak
+// RSS are its own and nobody else's.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	addr string
+	log  string
+	done chan struct{}
+}
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, 100 on every Linux
+// architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startChild runs path with args (where "{addr}" is replaced by the listen address), logging to
+// logPath, and waits until GET /healthz answers 200.
+func startChild(name, path string, args []string, env []string, logPath string) (*child, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		a := make([]string, len(args))
+		for i, s := range args {
+			a[i] = strings.ReplaceAll(s, "{addr}", addr)
+		}
+		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(path, a...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = append(os.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return nil, err
+		}
+		logf.Close()
+		c := &child{name: name, cmd: cmd, addr: addr, log: logPath, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(c.done) }()
+		if lastErr = c.waitReady(60 * time.Second); lastErr == nil {
+			return c, nil
+		}
+		c.kill()
+	}
+	return nil, fmt.Errorf("%s did not start: %w\n%s", name, lastErr, tail(logPath, 2000))
+}
+
+func (c *child) waitReady(limit time.Duration) error {
+	req := request("GET", c.addr, "/healthz", "", nil)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return errors.New("the process exited")
+		default:
+		}
+		cl := newClient(c.addr)
+		status, _, err := cl.do(req)
+		cl.close()
+		if err == nil && status == 200 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("no 200 from /healthz within %s", limit)
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// cpu is the user plus system CPU time the process has used, all threads included.
+func (c *child) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may contain spaces: fields are counted after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("unexpected /proc/<pid>/stat format")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("unexpected /proc/<pid>/stat format")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("unexpected /proc/<pid>/stat format")
+	}
+	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// resetPeak sets the process's peak RSS (VmHWM) to its current RSS, so that the peak read after
+// a scenario is the scenario's own.
+func (c *child) resetPeak() error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", c.pid()), []byte("5"), 0)
+}
+
+// peakRSS is VmHWM in bytes.
+func (c *child) peakRSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.pid()))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/<pid>/status")
+}
+
+// stop ends the process gracefully (SIGTERM), and kills it if it has not exited in time.
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		c.kill()
+	}
+}
+
+// kill ends the process at once (SIGKILL), as a crash would, and waits for it.
+func (c *child) kill() {
+	_ = c.cmd.Process.Kill()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

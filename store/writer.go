@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit (SQLite).
+//
+// SQLite has one writer at a time, and under synchronous=FULL every commit waits for an fsync.
+// Committing each request's transaction on its own makes the fsync the ceiling of the write
+// rate. Instead, the write transactions of concurrent requests are handed to one goroutine, the
+// committer, which runs the requests that are waiting in one SQLite transaction, each inside a
+// savepoint of its own, and commits them together: one commit, one fsync, for the whole batch.
+// Nobody waits on purpose: while one batch commits, the next one gathers, so a lone request is
+// committed at once and a busy server commits in larger batches.
+//
+// What each request sees is what it would see committing alone, in the order the committer runs
+// them: every member reads what earlier members of its batch wrote, and the database's
+// constraints apply exactly as they would one transaction at a time.
+//
+// Error isolation: a member whose function fails is rolled back to its savepoint and answered
+// with its own error; the others go on. If the batch cannot continue at all (the rollback to a
+// savepoint fails, which happens when SQLite has rolled back the whole transaction itself, as it
+// does on a full disk or an I/O error) or the commit fails, nothing of the batch was written,
+// and every member not yet answered runs again alone, in a transaction of its own, and gets the
+// answer of that transaction. So one failing request never fails another.
+//
+// Durability: a request is answered only after the commit of its batch has returned, which under
+// synchronous=FULL means after the fsync; nothing is acknowledged that a crash (or, under FULL, a
+// power loss) could take back.
+//
+// Member functions run with their request's values but without its cancellation: interrupting a
+// statement would make SQLite roll back the whole batch. A request whose context has ended
+// before its turn is answered with that and not run; a started member finishes (its statements
+// are short, indexed reads and writes).
+
+// DefaultMaxBatch is the default Options.MaxBatch: enough for every request of a busy server,
+// small enough that one batch holds the write lock only briefly.
+const DefaultMaxBatch = 128
+
+// errStoreClosed answers writes that arrive after Close.
+var errStoreClosed = errors.New("store: closed")
+
+// Savepoint statements of a batch member.
+const (
+	spBegin    = `SAVEPOINT member`
+	spRelease  = `RELEASE member`
+	spRollback = `ROLLBACK TO member`
+)
+
+type txFunc func(ctx context.Context, tx *wtx) error
+
+// txRequest is one write transaction waiting for the committer.
+type txRequest struct {
+	ctx  context.Context
+	fn   txFunc
+	done chan error // buffered: the committer never blocks on an answer
+}
+
+// panicError carries a panic of a member function back to its request's goroutine, which
+// panics again there (and the HTTP layer turns it into a 500 as before).
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic in a write transaction: %v", p.value) }
+
+// committer runs the write transactions of a SQLite store.
+type committer struct {
+	s        *Store
+	max      int
+	queue    chan *txRequest // unbuffered: a request is either taken by the committer or not sent
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	// batches and requests count what the loop took, for CommitStats.
+	batches, requests atomic.Uint64
+}
+
+// CommitStats counts the write transactions of a SQLite store and the batches the committer ran
+// them in: Requests / Batches is the average batch size. Both are zero on PostgreSQL.
+type CommitStats struct {
+	Batches, Requests uint64
+}
+
+// CommitStats returns the group commit counters since the store opened.
+func (s *Store) CommitStats() CommitStats {
+	if s.commit == nil {
+		return CommitStats{}
+	}
+	return CommitStats{Batches: s.commit.batches.Load(), Requests: s.commit.requests.Load()}
+}
+
+func newCommitter(s *Store, maxBatch int) *committer {
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	c := &committer{s: s, max: maxBatch, queue: make(chan *txRequest), quit: make(chan struct{}), done: make(chan struct{})}
+	go c.loop()
+	return c
+}
+
+// stop ends the committer after the batch in progress; later writes get errStoreClosed. It may be
+// called more than once.
+func (c *committer) stop() {
+	c.stopOnce.Do(func() { close(c.quit) })
+	<-c.done
+}
+
+// do runs fn in a write transaction and returns once that transaction has committed (nil) or
+// has been rolled back (fn's error, or the error that prevented the commit).
+func (c *committer) do(ctx context.Context, fn txFunc) error {
+	if err := ctx.Err(); err != nil {
+		return c.s.classify(err)
+	}
+	r := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case c.queue <- r:
+	case <-c.quit:
+		return errStoreClosed
+	case <-ctx.Done():
+		return c.s.classify(ctx.Err()) // never handed over: nothing was written
+	}
+	// Once handed over, the committer always answers, and its answer is the truth about the
+	// write, so it is awaited even if ctx ends meanwhile.
+	err := <-r.done
+	var p *panicError
+	if errors.As(err, &p) {
+		panic(fmt.Sprintf("%v\n\nstack of the write transaction:\n%s", p.value, p.stack))
+	}
+	return err
+}
+
+func (c *committer) loop() {
+	defer close(c.done)
+	batch := make([]*txRequest, 0, c.max)
+	for {
+		select {
+		case r := <-c.queue:
+			batch = append(batch[:0], r)
+		case <-c.quit:
+			return
+		}
+		// Let the goroutines that are ready to run do so first: on a busy server some of them are
+		// about to hand over a transaction. On an idle one there are none, and this returns at
+		// once.
+		runtime.Gosched()
+		// Take whatever else is waiting, without waiting for more.
+	gather:
+		for len(batch) < c.max {
+			select {
+			case r := <-c.queue:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		c.batches.Add(1)
+		c.requests.Add(uint64(len(batch)))
+		if len(batch) == 1 {
+			batch[0].done <- c.alone(batch[0])
+		} else {
+			c.together(batch)
+		}
+		clear(batch)
+	}
+}
+
+// alone runs one request in a transaction of its own.
+func (c *committer) alone(r *txRequest) error {
+	if err := r.ctx.Err(); err != nil {
+		return c.s.classify(err)
+	}
+	ctx := context.Background()
+	tx, err := c.s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return c.s.classify(err)
+	}
+	t := &wtx{tx: tx, stmts: c.s.wstmts}
+	if err := c.call(r, t); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return c.s.classify(tx.Commit())
+}
+
+// together runs the requests in one transaction, each in a savepoint, and commits them at once.
+//
+// A member's savepoint is opened lazily, by its first write (wtx.ExecContext): a member that
+// fails before writing anything (a lookup that finds nothing, a validation rule) needs none. A
+// member that succeeds releases it (leaving savepoints open made every later page write check
+// them all, which cost more than the RELEASE).
+func (c *committer) together(batch []*txRequest) {
+	ctx := context.Background()
+	tx, err := c.s.w.BeginTx(ctx, nil)
+	if err != nil {
+		err = c.s.classify(err)
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	ok := make([]*txRequest, 0, len(batch))
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- c.s.classify(err)
+			continue
+		}
+		t := &wtx{tx: tx, stmts: c.s.wstmts, member: true}
+		if err := c.call(r, t); err != nil {
+			if t.saved {
+				if _, rbErr := t.exec(ctx, spRollback); rbErr != nil {
+					// SQLite rolled the whole transaction back itself (a full disk, an I/O
+					// error): start over without the batch.
+					c.abandon(tx, append(ok, batch[i:]...))
+					return
+				}
+			}
+			r.done <- err // nothing of it will be written
+			continue
+		}
+		if t.saved {
+			if _, err := t.exec(ctx, spRelease); err != nil {
+				c.abandon(tx, append(ok, batch[i:]...))
+				return
+			}
+		}
+		ok = append(ok, r)
+	}
+	if err := tx.Commit(); err != nil {
+		// Nothing of the batch was written: each member gets the answer of its own transaction.
+		for _, r := range ok {
+			r.done <- c.alone(r)
+		}
+		return
+	}
+	for _, r := range ok {
+		r.done <- nil
+	}
+}
+
+// abandon rolls the batch back and runs every request that has no answer yet alone.
+func (c *committer) abandon(tx *sql.Tx, pending []*txRequest) {
+	_ = tx.Rollback()
+	for _, r := range pending {
+		r.done <- c.alone(r)
+	}
+}
+
+// call runs a member's function with its request's values but not its cancellation, turning a
+// panic into a panicError for the request's goroutine.
+func (c *committer) call(r *txRequest, t *wtx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return r.fn(context.WithoutCancel(r.ctx), t)
+}
