@@ -3,24 +3,20 @@
 // HTTP requests shaped like the other official clients' (habits_test.go).
 //
 // TestMain builds the binary once; every test starts its own server on 127.0.0.1:0 with a SQLite
-// database in t.TempDir(). The helpers follow cmd/edgeplane/main_test.go, which lives in package
-// main and so cannot be imported.
+// database in t.TempDir(), through internal/testproc, which the command-line tests share.
 package e2e
 
 import (
+	"github.com/edgeplane/edgeplane/internal/testproc"
+
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -29,68 +25,12 @@ import (
 var binPath string
 
 const (
-	startTimeout = 10 * time.Second // until the server logs its listening line
-	stopTimeout  = 5 * time.Second  // from a kill until the process has exited
-	runTimeout   = 10 * time.Second // one short command (apikey create)
+	runTimeout = 10 * time.Second // one short command (apikey create)
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "edgeplane-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mkdtemp:", err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "edgeplane")
-	if runtime.GOOS == "windows" {
-		binPath += ".exe"
-	}
-	build := exec.Command("go", "build", "-o", binPath, "../cmd/edgeplane")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testproc.Main(m, "../cmd/edgeplane", &binPath) }
 
-// cleanEnv is the test process's environment without any EDGEPLANE_* variable, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "EDGEPLANE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// syncBuffer collects a subprocess's output while it runs and wakes up waiters on every write.
-type syncBuffer struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	notify chan struct{}
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{notify: make(chan struct{}, 1)} }
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.buf.Write(p)
-	select {
-	case b.notify <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func cleanEnv(extra ...string) []string { return testproc.CleanEnv(extra...) }
 
 // server is a running `edgeplane serve` with the token it printed at its first start.
 type server struct {
@@ -98,58 +38,16 @@ type server struct {
 	base   string // the configured base URL (what every uri starts with)
 	db     string
 	token  string
-	stderr *syncBuffer
+	stderr *testproc.Output
 }
-
-var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)`)
 
 // startServer runs `edgeplane serve` on 127.0.0.1:0 with a new SQLite database, plus args, waits
 // until it listens and reads the bootstrap token it prints.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	s := &server{db: filepath.Join(t.TempDir(), "edgeplane.db"), stderr: newSyncBuffer()}
-	cmd := exec.Command(binPath, append([]string{"serve", "--db", s.db, "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = cleanEnv()
-	cmd.Stdout = io.Discard
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start edgeplane serve: %v", err)
-	}
-	done := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-done:
-			return
-		default:
-		}
-		_ = cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(stopTimeout):
-			t.Errorf("edgeplane serve (pid %d) did not exit after kill", cmd.Process.Pid)
-		}
-	})
-
-	deadline := time.NewTimer(startTimeout)
-	defer deadline.Stop()
-	for s.addr == "" {
-		if m := listeningRE.FindStringSubmatch(s.stderr.String()); m != nil {
-			s.addr = m[1]
-			break
-		}
-		select {
-		case <-s.stderr.notify:
-		case <-done:
-			t.Fatalf("edgeplane serve exited before listening (%v); stderr:\n%s", waitErr, s.stderr)
-		case <-deadline.C:
-			t.Fatalf("edgeplane serve did not log its listening line within %v; stderr:\n%s", startTimeout, s.stderr)
-		}
-	}
+	s := &server{db: filepath.Join(t.TempDir(), "edgeplane.db")}
+	p := testproc.Serve(t, binPath, "", nil, append([]string{"--db", s.db, "--listen", "127.0.0.1:0"}, args...)...)
+	s.addr, s.stderr = p.Addr, p.Stderr
 	s.base = "http://" + s.addr
 	for i, a := range args {
 		if a == "--base-url" && i+1 < len(args) {
@@ -160,23 +58,14 @@ func startServer(t *testing.T, args ...string) *server {
 	return s
 }
 
-const tokenSentence = "will not be shown again"
-
-// bootstrapToken returns the token that serve printed on stderr for an empty database: the first
-// non-empty line after the sentence.
+// bootstrapToken returns the token that serve printed on stderr for an empty database.
 func bootstrapToken(t *testing.T, stderr string) string {
 	t.Helper()
-	i := strings.Index(stderr, tokenSentence)
-	if i < 0 {
+	tok, ok := testproc.BootstrapToken(t, stderr)
+	if !ok {
 		t.Fatalf("serve on an empty database printed no token; stderr:\n%s", stderr)
 	}
-	for _, line := range strings.Split(stderr[i:], "\n")[1:] {
-		if tok := strings.TrimSpace(line); tok != "" {
-			return tok
-		}
-	}
-	t.Fatalf("no token line after %q; stderr:\n%s", tokenSentence, stderr)
-	return ""
+	return tok
 }
 
 // apikeyCreate runs `edgeplane apikey create --db <the server's db>` with args while the server

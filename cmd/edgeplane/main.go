@@ -255,6 +255,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"LOW-HIGH ports of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_PORT_RANGE)")
 	maxConns := fs.Int("db-max-conns", envInt("EDGEPLANE_DB_MAX_CONNS", store.DefaultPGMaxConns),
 		"PostgreSQL: the most connections this process opens (env EDGEPLANE_DB_MAX_CONNS)")
+	durabilityFlag := fs.String("durability", env("EDGEPLANE_DURABILITY", "normal"),
+		"SQLite: normal (an acknowledged write survives a crash of the process) or full (also a power loss; fsync per commit, with group commit) (env EDGEPLANE_DURABILITY)")
 	logFormat := fs.String("log-format", env("EDGEPLANE_LOG_FORMAT", "text"), "log format: text or json (env EDGEPLANE_LOG_FORMAT)")
 	logLevel := fs.String("log-level", env("EDGEPLANE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env EDGEPLANE_LOG_LEVEL)")
 	metricsListen := fs.String("metrics-listen", env("EDGEPLANE_METRICS_LISTEN", ""),
@@ -283,6 +285,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("--db-max-conns must be at least 1, got %d", *maxConns)
+	}
+	durability, err := store.ParseDurability(*durabilityFlag)
+	if err != nil {
+		return fmt.Errorf("--durability: %w", err)
 	}
 	if *baseURL != "" {
 		if u, err := url.Parse(*baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -318,7 +324,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		base = "http://" + ln.Addr().String()
 	}
 
-	st, err := store.OpenWith(ctx, *dsn, store.Options{MaxConns: *maxConns})
+	st, err := store.OpenWith(ctx, *dsn, store.Options{MaxConns: *maxConns, Durability: durability})
 	if err != nil {
 		return err
 	}
@@ -350,7 +356,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(server.LimitListener(ln, *maxConnections)) }()
-	log.Info("edgeplane listening", "addr", ln.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", *dsn, "version", versionString())
+	log.Info("edgeplane listening", "addr", ln.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(*dsn), "version", versionString())
 
 	select {
 	case err := <-errc:

@@ -4,6 +4,8 @@ package main
 // it as a subprocess against its own SQLite database in t.TempDir().
 
 import (
+	"github.com/edgeplane/edgeplane/internal/testproc"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,10 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,133 +28,27 @@ import (
 var binPath string
 
 const (
-	startTimeout = 10 * time.Second // until the server logs its listening line
-	stopTimeout  = 5 * time.Second  // from a signal until the process has exited
-	runTimeout   = 10 * time.Second // one short command (apikey create, version, …)
+	stopTimeout = testproc.StopTimeout // from a signal until the process has exited
+	runTimeout  = 10 * time.Second     // one short command (apikey create, version, …)
 )
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "edgeplane-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mkdtemp:", err)
-		os.Exit(1)
-	}
-	binPath = filepath.Join(dir, "edgeplane")
-	if runtime.GOOS == "windows" {
-		binPath += ".exe"
-	}
-	build := exec.Command("go", "build", "-o", binPath, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testproc.Main(m, ".", &binPath) }
 
-// cleanEnv is the test process's environment without any EDGEPLANE_* variable, plus extra.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "EDGEPLANE_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// syncBuffer collects a subprocess's output while it runs and wakes up waiters on every write.
-type syncBuffer struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	notify chan struct{}
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{notify: make(chan struct{}, 1)} }
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, err := b.buf.Write(p)
-	select {
-	case b.notify <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// cleanEnv is the environment without EDGEPLANE_* variables, plus extra.
+func cleanEnv(extra ...string) []string { return testproc.CleanEnv(extra...) }
 
 // proc is a running `edgeplane serve`.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // cmd.Wait's result, valid once done is closed
-	addr   string        // the address the server listens on
-	db     string
+	*testproc.Process
+	t  *testing.T
+	db string
 }
-
-// listeningRE finds the listening line in text or JSON log format.
-var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)|"msg":"edgeplane listening","addr":"([^"]+)"`)
 
 // startServe runs `edgeplane serve args...` with the extra environment and waits until it listens.
 // dir, when not empty, is the working directory (so a default edgeplane.db lands in a temp dir).
 func startServe(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, stderr: newSyncBuffer(), done: make(chan struct{})}
-	p.cmd = exec.Command(binPath, append([]string{"serve"}, args...)...)
-	p.cmd.Env = cleanEnv(env...)
-	p.cmd.Dir = dir
-	p.cmd.Stdout = io.Discard
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start edgeplane serve: %v", err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Kill()
-		select {
-		case <-p.done:
-		case <-time.After(stopTimeout):
-			t.Errorf("edgeplane serve (pid %d) did not exit after kill", p.cmd.Process.Pid)
-		}
-	})
-
-	deadline := time.NewTimer(startTimeout)
-	defer deadline.Stop()
-	for {
-		if m := listeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
-			p.addr = m[1] + m[2]
-			return p
-		}
-		select {
-		case <-p.stderr.notify:
-		case <-p.done:
-			// Drain what was written just before the exit.
-			if m := listeningRE.FindStringSubmatch(p.stderr.String()); m != nil {
-				t.Fatalf("edgeplane serve exited right after listening (%v); stderr:\n%s", p.err, p.stderr)
-			}
-			t.Fatalf("edgeplane serve exited before listening (%v); stderr:\n%s", p.err, p.stderr)
-		case <-deadline.C:
-			t.Fatalf("edgeplane serve did not log its listening line within %v; stderr:\n%s", startTimeout, p.stderr)
-		}
-	}
+	return &proc{Process: testproc.Serve(t, binPath, dir, env, args...), t: t}
 }
 
 // startServer runs `edgeplane serve --db db --listen 127.0.0.1:0` plus args.
@@ -165,20 +59,20 @@ func startServer(t *testing.T, db string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) url(path string) string { return "http://" + p.addr + path }
+func (p *proc) url(path string) string { return "http://" + p.Addr + path }
 
 // signal sends sig and waits for the exit; it returns the exit code.
 func (p *proc) signal(sig os.Signal) int {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Cmd.Process.Signal(sig); err != nil {
 		p.t.Fatalf("signal %v: %v", sig, err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(stopTimeout):
-		p.t.Fatalf("edgeplane serve did not exit within %v of %v; stderr:\n%s", stopTimeout, sig, p.stderr)
+		p.t.Fatalf("edgeplane serve did not exit within %v of %v; stderr:\n%s", stopTimeout, sig, p.Stderr)
 	}
-	return exitCode(p.t, p.err)
+	return exitCode(p.t, p.Err())
 }
 
 func exitCode(t *testing.T, err error) int {
@@ -194,42 +88,22 @@ func exitCode(t *testing.T, err error) int {
 	return -1
 }
 
-var tokenSentence = "will not be shown again"
+var tokenSentence = testproc.TokenSentence
 
 // bootstrapToken returns the token that serve printed on stderr for an empty database, and
 // whether it printed one.
 func bootstrapToken(t *testing.T, stderr string) (string, bool) {
 	t.Helper()
-	i := strings.Index(stderr, tokenSentence)
-	if i < 0 {
-		return "", false
-	}
-	// The token is the first non-empty, indented line after the sentence.
-	lines := strings.Split(stderr[i:], "\n")
-	for _, line := range lines[1:] {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		if line[0] != ' ' && line[0] != '\t' {
-			t.Fatalf("first line after %q is not indented: %q; stderr:\n%s", tokenSentence, line, stderr)
-		}
-		tok := strings.TrimSpace(line)
-		if strings.ContainsAny(tok, " \t") {
-			t.Fatalf("token line holds more than the token: %q", line)
-		}
-		return tok, true
-	}
-	t.Fatalf("no token line after %q; stderr:\n%s", tokenSentence, stderr)
-	return "", false
+	return testproc.BootstrapToken(t, stderr)
 }
 
 // serverToken starts a server on a new database and returns it with its bootstrap token.
 func serverToken(t *testing.T) (*proc, string) {
 	t.Helper()
 	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"))
-	tok, ok := bootstrapToken(t, p.stderr.String())
+	tok, ok := bootstrapToken(t, p.Stderr.String())
 	if !ok {
-		t.Fatalf("serve on an empty database printed no token; stderr:\n%s", p.stderr)
+		t.Fatalf("serve on an empty database printed no token; stderr:\n%s", p.Stderr)
 	}
 	return p, tok
 }
@@ -361,7 +235,7 @@ func TestServePrintsBootstrapTokenOnce(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
 	p := startServer(t, db)
-	stderr := p.stderr.String()
+	stderr := p.Stderr.String()
 	tok, ok := bootstrapToken(t, stderr)
 	if !ok {
 		t.Fatalf("first start printed no sentence containing %q; stderr:\n%s", tokenSentence, stderr)
@@ -386,12 +260,12 @@ func TestServePrintsBootstrapTokenOnce(t *testing.T) {
 		t.Errorf("GET /api_keys shows the secret token")
 	}
 	if code := p.signal(syscall.SIGTERM); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM; stderr:\n%s", code, p.stderr)
+		t.Fatalf("exit code %d after SIGTERM; stderr:\n%s", code, p.Stderr)
 	}
 
 	// Second start on the same, now non-empty, database: no new token, and the old one still works.
 	p2 := startServer(t, db)
-	stderr2 := p2.stderr.String()
+	stderr2 := p2.Stderr.String()
 	if strings.Contains(stderr2, tokenSentence) || strings.Contains(stderr2, tok) {
 		t.Errorf("second start printed a token; stderr:\n%s", stderr2)
 	}
@@ -512,7 +386,7 @@ func TestAPIKeyCreateOnNeverServedDatabase(t *testing.T) {
 
 	// The account exists now, so serve does not bootstrap, and the token works.
 	p := startServer(t, db)
-	if stderr := p.stderr.String(); strings.Contains(stderr, tokenSentence) {
+	if stderr := p.Stderr.String(); strings.Contains(stderr, tokenSentence) {
 		t.Errorf("serve bootstrapped a database that apikey create had already given an account; stderr:\n%s", stderr)
 	}
 	l := listKeys(t, p, tok)
@@ -604,12 +478,12 @@ func TestEnvironmentConfiguresServe(t *testing.T) {
 		t.Errorf("the default database edgeplane.db was created although EDGEPLANE_DB was set")
 	}
 	// Port 0 gets an ephemeral port from the kernel, never serve's default 127.0.0.1:8080.
-	if !strings.HasPrefix(p.addr, "127.0.0.1:") || strings.HasSuffix(p.addr, ":0") || p.addr == "127.0.0.1:8080" {
-		t.Errorf("EDGEPLANE_LISTEN=127.0.0.1:0 was not used: listening on %q", p.addr)
+	if !strings.HasPrefix(p.Addr, "127.0.0.1:") || strings.HasSuffix(p.Addr, ":0") || p.Addr == "127.0.0.1:8080" {
+		t.Errorf("EDGEPLANE_LISTEN=127.0.0.1:0 was not used: listening on %q", p.Addr)
 	}
-	tok, ok := bootstrapToken(t, p.stderr.String())
+	tok, ok := bootstrapToken(t, p.Stderr.String())
 	if !ok {
-		t.Fatalf("no bootstrap token; stderr:\n%s", p.stderr)
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
 	}
 	if got, want := listKeys(t, p, tok).URI, "https://api.example.test/prefix/api_keys"; got != want {
 		t.Errorf("uri = %q, want %q (from EDGEPLANE_BASE_URL)", got, want)
@@ -633,9 +507,9 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	if _, err := os.Stat(envDB); err == nil {
 		t.Errorf("EDGEPLANE_DB was used although --db was given")
 	}
-	tok, ok := bootstrapToken(t, p.stderr.String())
+	tok, ok := bootstrapToken(t, p.Stderr.String())
 	if !ok {
-		t.Fatalf("no bootstrap token; stderr:\n%s", p.stderr)
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
 	}
 	if got, want := listKeys(t, p, tok).URI, "https://flag.example.test/flag/api_keys"; got != want {
 		t.Errorf("uri = %q, want %q (from --base-url)", got, want)
@@ -645,7 +519,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 func TestDefaultBaseURLIsListenAddress(t *testing.T) {
 	t.Parallel()
 	p, tok := serverToken(t)
-	if got, want := listKeys(t, p, tok).URI, "http://"+p.addr+"/api_keys"; got != want {
+	if got, want := listKeys(t, p, tok).URI, "http://"+p.Addr+"/api_keys"; got != want {
 		t.Errorf("uri = %q, want %q", got, want)
 	}
 }
@@ -653,7 +527,7 @@ func TestDefaultBaseURLIsListenAddress(t *testing.T) {
 func TestBaseURLTrailingSlashIsTrimmed(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--base-url", "https://api.example.test/prefix/")
-	tok, _ := bootstrapToken(t, p.stderr.String())
+	tok, _ := bootstrapToken(t, p.Stderr.String())
 	if got, want := listKeys(t, p, tok).URI, "https://api.example.test/prefix/api_keys"; got != want {
 		t.Errorf("uri = %q, want %q", got, want)
 	}
@@ -737,9 +611,9 @@ func TestSignalsShutDownCleanly(t *testing.T) {
 			p, tok := serverToken(t)
 			listKeys(t, p, tok) // the server has served a request and touched the database
 			if code := p.signal(sig); code != 0 {
-				t.Fatalf("exit code %d after %v, want 0; stderr:\n%s", code, sig, p.stderr)
+				t.Fatalf("exit code %d after %v, want 0; stderr:\n%s", code, sig, p.Stderr)
 			}
-			stderr := p.stderr.String()
+			stderr := p.Stderr.String()
 			for _, msg := range []string{`msg="shutting down: finishing requests in flight"`, "msg=stopped"} {
 				if !strings.Contains(stderr, msg) {
 					t.Errorf("stderr lacks %s:\n%s", msg, stderr)

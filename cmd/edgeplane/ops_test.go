@@ -20,7 +20,7 @@ func TestExportImportThroughTheBinary(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.db")
 	p := startServer(t, src, "--base-url", "https://api.example.test")
-	token, _ := bootstrapToken(t, p.stderr.String())
+	token, _ := bootstrapToken(t, p.Stderr.String())
 	id := createIPPolicy(t, p, token)
 	_, before := call(t, "GET", p.url("/ip_policies/"+id), token, "")
 
@@ -36,7 +36,7 @@ func TestExportImportThroughTheBinary(t *testing.T) {
 		t.Fatalf("a second import into the same database: exit %d: %s", code, out)
 	}
 	q := startServer(t, dst, "--base-url", "https://api.example.test")
-	if _, again := bootstrapToken(t, q.stderr.String()); again {
+	if _, again := bootstrapToken(t, q.Stderr.String()); again {
 		t.Fatal("a restored database was bootstrapped again")
 	}
 	status, after := call(t, "GET", q.url("/ip_policies/"+id), token, "")
@@ -61,15 +61,15 @@ func runStdin(t *testing.T, stdin string, args ...string) (string, int) {
 func TestJSONRequestLog(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--log-format", "json", "--log-level", "info")
-	token, _ := bootstrapToken(t, p.stderr.String())
+	token, _ := bootstrapToken(t, p.Stderr.String())
 	id := createIPPolicy(t, p, token)
 	getIPPolicy(t, p, token, id)
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(p.stderr.String(), `"route":"GET /ip_policies/{id}"`) && time.Now().Before(deadline) {
+	for !strings.Contains(p.Stderr.String(), `"route":"GET /ip_policies/{id}"`) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var found bool
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
+	for _, line := range strings.Split(p.Stderr.String(), "\n") {
 		if !strings.Contains(line, `"msg":"request"`) {
 			continue
 		}
@@ -90,10 +90,10 @@ func TestJSONRequestLog(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("no request line for GET /ip_policies/{id}:\n%s", p.stderr)
+		t.Fatalf("no request line for GET /ip_policies/{id}:\n%s", p.Stderr)
 	}
 	secret := token[strings.Index(token, "_")+1:]
-	if strings.Count(p.stderr.String(), secret) != 1 { // once: the bootstrap message itself
+	if strings.Count(p.Stderr.String(), secret) != 1 { // once: the bootstrap message itself
 		t.Fatal("the token's secret appears in the log beyond the one-time bootstrap message")
 	}
 	for _, bad := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}} {

@@ -22,12 +22,12 @@ func replicas(t *testing.T, engine string) (a, b *proc, token string) {
 	t.Helper()
 	dsn := testdb.Fresh(t, engine)
 	a = startReplica(t, dsn)
-	token, ok := bootstrapToken(t, a.stderr.String())
+	token, ok := bootstrapToken(t, a.Stderr.String())
 	if !ok {
-		t.Fatalf("first replica printed no token; stderr:\n%s", a.stderr)
+		t.Fatalf("first replica printed no token; stderr:\n%s", a.Stderr)
 	}
 	b = startReplica(t, dsn)
-	if _, again := bootstrapToken(t, b.stderr.String()); again {
+	if _, again := bootstrapToken(t, b.Stderr.String()); again {
 		t.Fatal("the second replica bootstrapped the database again")
 	}
 	return a, b, token
@@ -150,7 +150,7 @@ func TestReplicaDatabaseOutage(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	proxy := testdb.NewProxy(t, testdb.Target(dsn))
 	p := startReplica(t, proxy.Redirect(dsn))
-	token, _ := bootstrapToken(t, p.stderr.String())
+	token, _ := bootstrapToken(t, p.Stderr.String())
 	id := createIPPolicy(t, p, token)
 	ready := func() int {
 		res, err := client.Get(p.url("/readyz"))

@@ -62,7 +62,7 @@ func TestNoSecretAtRest(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
 	p := startServer(t, db)
-	token, _ := bootstrapToken(t, p.stderr.String())
+	token, _ := bootstrapToken(t, p.Stderr.String())
 	secrets := []string{token[strings.Index(token, "_")+1:]}
 
 	key := mustCall(t, p, "POST", "/api_keys", token, map[string]any{}, 201)["token"].(string)

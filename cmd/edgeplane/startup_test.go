@@ -32,8 +32,8 @@ func TestFailedFirstStartKeepsBootstrapToken(t *testing.T) {
 				t.Fatalf("a failed start printed the bootstrap token:\n%s", stderr)
 			}
 			p := startServer(t, db)
-			if _, ok := bootstrapToken(t, p.stderr.String()); !ok {
-				t.Fatalf("the corrected start printed no token; stderr:\n%s", p.stderr)
+			if _, ok := bootstrapToken(t, p.Stderr.String()); !ok {
+				t.Fatalf("the corrected start printed no token; stderr:\n%s", p.Stderr)
 			}
 		})
 	}
