@@ -118,7 +118,9 @@ func aclRuleProblem(rule string) string {
 		if err != "" {
 			return err
 		}
-		if _, ipErr := netip.ParseAddr(host); ipErr != nil && !ValidHostname(host, false) {
+		// An IP address with a zone ("fe80::1%eth0") is not an address an agent binds: the zone
+		// is free text (spaces, control characters) and names an interface of some other machine.
+		if a, ipErr := netip.ParseAddr(host); (ipErr != nil || a.Zone() != "") && !ValidHostname(host, false) {
 			return "address host " + strconv.Quote(host) + " is not a hostname or IP address"
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {

@@ -129,6 +129,12 @@ func paging(r *http.Request) (limit int, before string, explicit bool, err error
 	if before == "" {
 		before = q.Get("beforeId")
 	}
+	for i := 0; i < len(before); i++ {
+		if c := before[i]; c <= ' ' || c >= 0x7f {
+			return 0, "", false, &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeInvalid, Field: "before_id",
+				Msg: "before_id: must be the id of an object of the list, got " + quote(before)}
+		}
+	}
 	return limit, before, explicit, nil
 }
 
