@@ -195,3 +195,54 @@ func TestReplicaDatabaseOutage(t *testing.T) {
 		t.Fatalf("after the outage: %d %s", status, code)
 	}
 }
+
+// Uniqueness holds across replicas: N concurrent creates of one domain name, one hostport and one
+// route match, spread over both processes, have exactly one winner each; the others get 409.
+func TestReplicasUniqueness(t *testing.T) {
+	t.Parallel()
+	forEngines(t, func(t *testing.T, engine string) {
+		a, b, token := replicas(t, engine)
+		race := func(what string, n int, do func(p *proc) (int, []byte)) {
+			t.Helper()
+			statuses := make([]int, n)
+			bodies := make([][]byte, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					statuses[i], bodies[i] = do([]*proc{a, b}[i%2])
+				}()
+			}
+			wg.Wait()
+			wins := 0
+			for i, s := range statuses {
+				switch s {
+				case 201:
+					wins++
+				case 409:
+				default:
+					t.Errorf("%s: status %d: %s", what, s, bodies[i])
+				}
+			}
+			if wins != 1 {
+				t.Fatalf("%s: %d of %d concurrent creates through two replicas succeeded, want exactly 1", what, wins, n)
+			}
+		}
+		const n = 12
+		race("domain", n, func(p *proc) (int, []byte) {
+			return call(t, "POST", p.url("/reserved_domains"), token, `{"domain":"race.example.com"}`)
+		})
+		race("hostport", n, func(p *proc) (int, []byte) {
+			return call(t, "POST", p.url("/edges/tls"), token, `{"hostports":["race.example.com:443"]}`)
+		})
+		status, body := call(t, "POST", a.url("/edges/https"), token, `{}`)
+		if status != 201 {
+			t.Fatalf("create HTTPS edge: %d %s", status, body)
+		}
+		edge := decodeObj(t, body)["id"].(string)
+		race("route match", n, func(p *proc) (int, []byte) {
+			return call(t, "POST", p.url("/edges/https/"+edge+"/routes"), token, `{"match_type":"path_prefix","match":"/race"}`)
+		})
+	})
+}
