@@ -1,13 +1,13 @@
 package server
 
 import (
+	"github.com/edgeplane/edgeplane/internal/benchcpu"
+
 	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/testdb"
@@ -17,23 +17,6 @@ import (
 // Benchmarks of the HTTP layer's hot paths: go test -run XXX -bench . -benchmem ./server/
 // They report cpu-ns/op, the process's CPU time per operation, which on a shared machine is
 // steadier than ns/op.
-
-func cpuPerOp(b *testing.B) {
-	start := cpuTime()
-	b.Cleanup(func() {
-		if b.N > 0 {
-			b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
-		}
-	})
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // benchHTTPSEdge is an HTTPS edge with two routes, each with several modules, as the store
 // returns it (uris empty).
@@ -84,7 +67,7 @@ func BenchmarkEncodeHTTPSEdge(b *testing.B) {
 	edges.embeds = newCollection(ep.HTTPSEdgeRoutes)
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	for b.Loop() {
 		doc := benchHTTPSEdge()
 		s.resolve(edges, "", doc)
@@ -141,7 +124,7 @@ func benchRequest(method, path, token string, body []byte) *http.Request {
 func BenchmarkServeGet(b *testing.B) {
 	h, token, _, rule := benchServer(b)
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	for b.Loop() {
 		w := &discardWriter{h: http.Header{}}
 		h.ServeHTTP(w, benchRequest("GET", "/ip_policy_rules/"+rule, token, nil))
@@ -155,7 +138,7 @@ func BenchmarkServeCreate(b *testing.B) {
 	body := []byte(`{"ip_policy_id":"` + policy + `","cidr":"192.0.2.0/24","action":"allow","description":"benchmark"}`)
 	b.ReportAllocs()
 	b.SetParallelism(16)
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			rec := httptest.NewRecorder()

@@ -1,10 +1,10 @@
 package store_test
 
 import (
+	"github.com/edgeplane/edgeplane/internal/benchcpu"
+
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/testdb"
@@ -46,26 +46,6 @@ func benchStore(b *testing.B) (s *store.Store, admin ep.Caller, selector, secret
 	return s, admin, selector, secret, pol.Base().ID, r.Base().ID
 }
 
-// cpuPerOp reports the CPU time (user and system, all threads) the process spent per operation:
-// on a shared machine it is steadier than ns/op, which counts the time other processes run.
-// Call it right before the measured loop.
-func cpuPerOp(b *testing.B) {
-	start := cpuTime()
-	b.Cleanup(func() {
-		if b.N > 0 {
-			b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
-		}
-	})
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func ruleBody(policy string) *ep.IPPolicyRuleCreate {
 	cidr, action, desc := "192.0.2.0/24", "allow", "benchmark rule"
 	body := &ep.IPPolicyRuleCreate{AnnotationFields: ep.AnnotationFields{Description: &desc}, CIDR: &cidr, IPPolicyID: &policy, Action: &action}
@@ -81,7 +61,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	s, _, selector, secret, _, _ := benchStore(b)
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := s.Authenticate(ctx, selector, secret); err != nil {
@@ -96,7 +76,7 @@ func BenchmarkGet(b *testing.B) {
 	s, admin, _, _, _, rule := benchStore(b)
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := s.Get(ctx, admin.AccountID, ep.IPPolicyRules, "", rule); err != nil {
@@ -112,7 +92,7 @@ func BenchmarkCreate(b *testing.B) {
 	s, admin, _, _, policy, _ := benchStore(b)
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -133,7 +113,7 @@ func BenchmarkList(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	cpuPerOp(b)
+	benchcpu.PerOp(b)
 	b.ResetTimer()
 	for b.Loop() {
 		docs, more, err := s.List(ctx, admin.AccountID, ep.IPPolicyRules, "", "", 100)
