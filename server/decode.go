@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,8 +96,15 @@ func decodeError(err error, dst any) error {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
+		top := fieldsOf(reflect.TypeOf(dst))
+		where := "; supported fields: "
+		if slices.Contains(top, name) {
+			// The decoder does not say where it met the field; one of the body's own names can
+			// only be unknown inside one of its objects (a module, a provider, a setting).
+			where = " inside one of the body's objects; the body's own fields are: "
+		}
 		return &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeUnknownField, Field: name,
-			Msg: "Unknown field " + quote(name) + "; supported fields: " + strings.Join(fieldsOf(reflect.TypeOf(dst)), ", ") + "."}
+			Msg: "Unknown field " + quote(name) + where + strings.Join(top, ", ") + "."}
 	}
 	return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body is not valid JSON.")
 }

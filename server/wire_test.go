@@ -108,3 +108,16 @@ func TestIDsAndTimes(t *testing.T) {
 		t.Fatalf("404 message %q", r.msg())
 	}
 }
+
+// An unknown field inside a module is reported as such, not as if the body lacked it.
+func TestUnknownNestedField(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(e.admin.token, "POST", "/edges/tls", map[string]any{"tls_termination": map[string]any{"description": "x"}}).wantError(t, 400, ep.CodeUnknownField)
+	if !strings.Contains(r.msg(), `"description" inside one of the body's objects`) {
+		t.Fatalf("message: %s", r.msg())
+	}
+	r = e.do(e.admin.token, "POST", "/edges/tls", map[string]any{"nope": 1}).wantError(t, 400, ep.CodeUnknownField)
+	if !strings.Contains(r.msg(), `"nope"; supported fields: `) {
+		t.Fatalf("message: %s", r.msg())
+	}
+}
