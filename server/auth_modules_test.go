@@ -71,23 +71,9 @@ func newAuthRoute(t *testing.T, e *env) authRoute {
 	return authRoute{edgeID: edge, id: id, path: "/edges/https/" + edge + "/routes/" + id}
 }
 
-// authJSON normalizes v through JSON, so Go values compare with decoded bodies.
-func authJSON(t *testing.T, v any) any {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out any
-	if err := json.Unmarshal(data, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func wantAuthJSON(t *testing.T, what string, got, want any) {
 	t.Helper()
-	g, w := authJSON(t, got), authJSON(t, want)
+	g, w := normJSON(t, got), normJSON(t, want)
 	if !reflect.DeepEqual(g, w) {
 		gj, _ := json.Marshal(g)
 		wj, _ := json.Marshal(w)
