@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -297,21 +296,14 @@ func TestBackendCycleRace(t *testing.T) {
 		a := k.post("/backends/failover", map[string]any{"backends": []any{s}}).str("id")
 		b := k.post("/backends/failover", map[string]any{"backends": []any{s}}).str("id")
 		var (
-			wg       sync.WaitGroup
 			statuses [2]int
 			errs     [2]error
 		)
-		start := make(chan struct{})
-		for i, c := range [][2]string{{a, b}, {b, a}} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				statuses[i], _, errs[i] = k.try("PATCH", "/backends/failover/"+c[0], map[string]any{"backends": []any{c[1]}})
-			}()
-		}
-		close(start)
-		wg.Wait()
+		pairs := [][2]string{{a, b}, {b, a}}
+		concurrently(len(pairs), func(i int) {
+			c := pairs[i]
+			statuses[i], _, errs[i] = k.try("PATCH", "/backends/failover/"+c[0], map[string]any{"backends": []any{c[1]}})
+		})
 		for _, err := range errs {
 			if err != nil {
 				t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -208,24 +207,15 @@ func TestReservedDomainRace(t *testing.T) {
 			code    string
 		}
 		results := make([]result, 20)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range results {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				status, body, err := rawPost(e.srv.URL+"/reserved_domains", accounts[i%2].token, map[string]any{"domain": name})
-				results[i] = result{account: i % 2, status: status}
-				if err != nil {
-					results[i].code = err.Error()
-					return
-				}
-				results[i].code, _ = body["error_code"].(string)
-			}()
-		}
-		close(start)
-		wg.Wait()
+		concurrently(len(results), func(i int) {
+			status, body, err := rawPost(e.srv.URL+"/reserved_domains", accounts[i%2].token, map[string]any{"domain": name})
+			results[i] = result{account: i % 2, status: status}
+			if err != nil {
+				results[i].code = err.Error()
+				return
+			}
+			results[i].code, _ = body["error_code"].(string)
+		})
 		winner := -1
 		for _, r := range results {
 			if r.status == 201 {

@@ -614,22 +614,13 @@ func TestHostportRace(t *testing.T) {
 		err    error
 	}
 	results := make([]result, 30)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			status, body, err := k.try("POST", "/edges/tls", hostports(hp))
-			results[i] = result{status: status, err: err}
-			if body != nil {
-				results[i].code, _ = body["error_code"].(string)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	concurrently(len(results), func(i int) {
+		status, body, err := k.try("POST", "/edges/tls", hostports(hp))
+		results[i] = result{status: status, err: err}
+		if body != nil {
+			results[i].code, _ = body["error_code"].(string)
+		}
+	})
 	wins := 0
 	for _, r := range results {
 		switch {
@@ -685,39 +676,30 @@ func TestConcurrentModuleWrites(t *testing.T) {
 		return map[string]any{"value": `{"write":` + strconv.Itoa(i) + `}`}
 	}
 	var (
-		wg    sync.WaitGroup
 		locks = make([]sync.Mutex, len(modules))
 		last  = make([]int, len(modules))
 		errs  = make(chan string, 64)
 	)
-	start := make(chan struct{})
-	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			m := i % len(modules)
-			locks[m].Lock()
-			defer locks[m].Unlock()
-			var (
-				status int
-				out    map[string]any
-				err    error
-			)
-			if i%2 == 0 {
-				status, out, err = k.try("PUT", path+"/"+modules[m], body(modules[m], i))
-			} else {
-				status, out, err = k.try("PATCH", path, map[string]any{modules[m]: body(modules[m], i)})
-			}
-			if err != nil || status != 200 {
-				errs <- fmt.Sprintf("write %d to %s: %d %v %v", i, modules[m], status, out, err)
-				return
-			}
-			last[m] = i
-		}()
-	}
-	close(start)
-	wg.Wait()
+	concurrently(64, func(i int) {
+		m := i % len(modules)
+		locks[m].Lock()
+		defer locks[m].Unlock()
+		var (
+			status int
+			out    map[string]any
+			err    error
+		)
+		if i%2 == 0 {
+			status, out, err = k.try("PUT", path+"/"+modules[m], body(modules[m], i))
+		} else {
+			status, out, err = k.try("PATCH", path, map[string]any{modules[m]: body(modules[m], i)})
+		}
+		if err != nil || status != 200 {
+			errs <- fmt.Sprintf("write %d to %s: %d %v %v", i, modules[m], status, out, err)
+			return
+		}
+		last[m] = i
+	})
 	close(errs)
 	for msg := range errs {
 		t.Error(msg)
@@ -815,23 +797,15 @@ func TestReferenceRaces(t *testing.T) {
 	// race runs two requests at once and returns their statuses and error codes.
 	race := func(t *testing.T, a, b func() (int, map[string]any, error)) (st [2]int, codes [2]string) {
 		t.Helper()
-		var wg sync.WaitGroup
 		var errs [2]error
-		start := make(chan struct{})
-		for i, f := range []func() (int, map[string]any, error){a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				var body map[string]any
-				st[i], body, errs[i] = f()
-				if body != nil {
-					codes[i], _ = body["error_code"].(string)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
+		fs := []func() (int, map[string]any, error){a, b}
+		concurrently(len(fs), func(i int) {
+			var body map[string]any
+			st[i], body, errs[i] = fs[i]()
+			if body != nil {
+				codes[i], _ = body["error_code"].(string)
+			}
+		})
 		for _, err := range errs {
 			if err != nil && !strings.Contains(err.Error(), "EOF") {
 				t.Fatal(err)

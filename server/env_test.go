@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -233,4 +234,21 @@ func (r resp) items(t *testing.T, key string) []map[string]any {
 		out[i] = v.(map[string]any)
 	}
 	return out
+}
+
+// concurrently runs fn(0) … fn(n-1), each in its own goroutine, released together so they race as
+// closely as they can, and returns when all have finished.
+func concurrently(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
 }
