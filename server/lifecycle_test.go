@@ -223,6 +223,21 @@ var fixtures = map[string]fixture{
 	},
 }
 
+// forEachFixture runs fn as a subtest, on the one env e, for every entry of the resource table
+// that has a fixture (TestEveryResourceHasFixture fails for those that have none).
+func forEachFixture(t *testing.T, e *env, fn func(t *testing.T, e *env, res *ep.Resource, fx fixture)) {
+	for _, res := range ep.Resources {
+		fx, ok := fixtures[res.Kind]
+		if !ok {
+			continue
+		}
+		t.Run(res.Kind, func(t *testing.T) {
+			e.t = t
+			fn(t, e, res, fx)
+		})
+	}
+}
+
 func TestEveryResourceHasFixture(t *testing.T) {
 	for _, res := range ep.Resources {
 		if _, ok := fixtures[res.Kind]; !ok {
@@ -234,243 +249,227 @@ func TestEveryResourceHasFixture(t *testing.T) {
 // TestLifecycle runs create, get, list, update and delete, and every generic error path, for every
 // entry of the resource table.
 func TestLifecycle(t *testing.T) {
-	e := newEnv(t)
-	for _, res := range ep.Resources {
-		fx, ok := fixtures[res.Kind]
-		if !ok {
-			continue
+	forEachFixture(t, newEnv(t), func(t *testing.T, e *env, res *ep.Resource, fx fixture) {
+		a := e.newAccount("lc-" + res.Kind)
+		other := e.newAccount("other-" + res.Kind)
+		path := collectionPath(e, a, res, fx)
+		body := fx.create(e, a)
+
+		created := e.do(a.token, "POST", path, body).must(t, 201)
+		id := created.str("id")
+		if !ep.ValidID(res.Prefix, id) {
+			t.Fatalf("id %q does not have prefix %s_ and a KSUID", id, res.Prefix)
 		}
-		t.Run(res.Kind, func(t *testing.T) {
-			e.t = t
-			a := e.newAccount("lc-" + res.Kind)
-			other := e.newAccount("other-" + res.Kind)
-			path := collectionPath(e, a, res, fx)
-			body := fx.create(e, a)
+		k, _ := ksuid.Parse(strings.TrimPrefix(id, res.Prefix+"_"))
+		if got, want := created.str("created_at"), k.Time().UTC().Format(time.RFC3339); got != want {
+			t.Fatalf("created_at %s, want the id's time %s", got, want)
+		}
+		if got, want := created.str("uri"), e.base+path+"/"+id; got != want {
+			t.Fatalf("uri %s, want %s", got, want)
+		}
+		for field, v := range body {
+			if slices.Contains(fx.writeOnly, field) {
+				if _, shown := created.body[field]; shown {
+					t.Fatalf("create response shows the write-only field %s: %s", field, created.raw)
+				}
+				continue
+			}
+			if strings.HasSuffix(field, "_id") {
+				continue
+			}
+			if !equalJSON(created.body[field], v) {
+				t.Fatalf("created %s = %v, want %v", field, created.body[field], v)
+			}
+		}
+		_, hasToken := created.body["token"]
+		if hasToken {
+			if tok, _ := created.body["token"].(string); tok == "" {
+				t.Fatalf("create response has no token: %s", created.raw)
+			}
+		}
 
-			created := e.do(a.token, "POST", path, body).must(t, 201)
-			id := created.str("id")
-			if !ep.ValidID(res.Prefix, id) {
-				t.Fatalf("id %q does not have prefix %s_ and a KSUID", id, res.Prefix)
+		got := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
+		for _, field := range fx.writeOnly {
+			if _, shown := got.body[field]; shown {
+				t.Fatalf("GET shows the write-only field %s: %s", field, got.raw)
 			}
-			k, _ := ksuid.Parse(strings.TrimPrefix(id, res.Prefix+"_"))
-			if got, want := created.str("created_at"), k.Time().UTC().Format(time.RFC3339); got != want {
-				t.Fatalf("created_at %s, want the id's time %s", got, want)
-			}
-			if got, want := created.str("uri"), e.base+path+"/"+id; got != want {
-				t.Fatalf("uri %s, want %s", got, want)
-			}
-			for field, v := range body {
-				if slices.Contains(fx.writeOnly, field) {
-					if _, shown := created.body[field]; shown {
-						t.Fatalf("create response shows the write-only field %s: %s", field, created.raw)
-					}
-					continue
+		}
+		for field, v := range created.body {
+			if field == "token" {
+				if got.body["token"] != nil {
+					t.Fatalf("token shown again on GET: %s", got.raw)
 				}
-				if strings.HasSuffix(field, "_id") {
-					continue
-				}
-				if !equalJSON(created.body[field], v) {
-					t.Fatalf("created %s = %v, want %v", field, created.body[field], v)
-				}
+				continue
 			}
-			_, hasToken := created.body["token"]
-			if hasToken {
-				if tok, _ := created.body["token"].(string); tok == "" {
-					t.Fatalf("create response has no token: %s", created.raw)
-				}
+			if !equalJSON(got.body[field], v) {
+				t.Fatalf("GET %s = %v, created %v", field, got.body[field], v)
 			}
+		}
 
-			got := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
-			for _, field := range fx.writeOnly {
-				if _, shown := got.body[field]; shown {
-					t.Fatalf("GET shows the write-only field %s: %s", field, got.raw)
-				}
+		list := e.do(a.token, "GET", path, nil).must(t, 200)
+		if list.str("uri") != e.base+path || list.body["next_page_uri"] != nil {
+			t.Fatalf("list envelope: %s", list.raw)
+		}
+		found := false
+		for _, item := range list.items(t, res.ListKey) {
+			if item["id"] == id {
+				found = true
 			}
-			for field, v := range created.body {
-				if field == "token" {
-					if got.body["token"] != nil {
-						t.Fatalf("token shown again on GET: %s", got.raw)
-					}
-					continue
-				}
-				if !equalJSON(got.body[field], v) {
-					t.Fatalf("GET %s = %v, created %v", field, got.body[field], v)
-				}
+			if hasToken && item["token"] != nil {
+				t.Fatalf("token shown in list: %v", item)
 			}
+		}
+		if !found {
+			t.Fatalf("created object missing from list: %s", list.raw)
+		}
 
-			list := e.do(a.token, "GET", path, nil).must(t, 200)
-			if list.str("uri") != e.base+path || list.body["next_page_uri"] != nil {
-				t.Fatalf("list envelope: %s", list.raw)
+		// Update: the named fields change, null and absent fields do not, "" clears.
+		updated := e.do(a.token, "PATCH", path+"/"+id, fx.update).must(t, 200)
+		for field, v := range fx.update {
+			if !equalJSON(updated.body[field], v) {
+				t.Fatalf("updated %s = %v, want %v", field, updated.body[field], v)
 			}
-			found := false
-			for _, item := range list.items(t, res.ListKey) {
-				if item["id"] == id {
-					found = true
-				}
-				if hasToken && item["token"] != nil {
-					t.Fatalf("token shown in list: %v", item)
-				}
-			}
-			if !found {
-				t.Fatalf("created object missing from list: %s", list.raw)
-			}
-
-			// Update: the named fields change, null and absent fields do not, "" clears.
-			updated := e.do(a.token, "PATCH", path+"/"+id, fx.update).must(t, 200)
+		}
+		if hasToken && updated.body["token"] != nil {
+			t.Fatalf("token shown on update: %s", updated.raw)
+		}
+		nulls := map[string]any{}
+		for field := range fx.update {
+			nulls[field] = nil
+		}
+		for _, b := range []any{nulls, map[string]any{}, ""} {
+			same := e.do(a.token, "PATCH", path+"/"+id, b).must(t, 200)
 			for field, v := range fx.update {
-				if !equalJSON(updated.body[field], v) {
-					t.Fatalf("updated %s = %v, want %v", field, updated.body[field], v)
+				if !equalJSON(same.body[field], v) {
+					t.Fatalf("PATCH %v changed %s to %v", b, field, same.body[field])
 				}
 			}
-			if hasToken && updated.body["token"] != nil {
-				t.Fatalf("token shown on update: %s", updated.raw)
+		}
+		if _, ok := created.body["description"]; ok {
+			cleared := e.do(a.token, "PATCH", path+"/"+id, map[string]any{"description": ""}).must(t, 200)
+			if cleared.body["description"] != "" {
+				t.Fatalf(`PATCH description "" did not clear it: %s`, cleared.raw)
 			}
-			nulls := map[string]any{}
-			for field := range fx.update {
-				nulls[field] = nil
-			}
-			for _, b := range []any{nulls, map[string]any{}, ""} {
-				same := e.do(a.token, "PATCH", path+"/"+id, b).must(t, 200)
-				for field, v := range fx.update {
-					if !equalJSON(same.body[field], v) {
-						t.Fatalf("PATCH %v changed %s to %v", b, field, same.body[field])
-					}
-				}
-			}
-			if _, ok := created.body["description"]; ok {
-				cleared := e.do(a.token, "PATCH", path+"/"+id, map[string]any{"description": ""}).must(t, 200)
-				if cleared.body["description"] != "" {
-					t.Fatalf(`PATCH description "" did not clear it: %s`, cleared.raw)
-				}
-			}
+		}
 
-			// Echoed ids: equal to the path is fine, anything else is refused.
-			e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": id}).must(t, 200)
-			e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": res.Prefix + "_x"}).wantError(t, 400, ep.CodeInvalid)
-			e.do(a.token, "POST", path, merge(fx.create(e, a), map[string]any{"id": id})).wantError(t, 400, ep.CodeInvalid)
+		// Echoed ids: equal to the path is fine, anything else is refused.
+		e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": id}).must(t, 200)
+		e.do(a.token, "PATCH", path+"/"+id, map[string]any{"id": res.Prefix + "_x"}).wantError(t, 400, ep.CodeInvalid)
+		e.do(a.token, "POST", path, merge(fx.create(e, a), map[string]any{"id": id})).wantError(t, 400, ep.CodeInvalid)
 
-			// Generic body errors on create and update, none of which changes anything.
-			before := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
-			countBefore := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey))
-			for _, c := range []struct {
-				method, path string
-			}{{"POST", path}, {"PATCH", path + "/" + id}} {
-				r := e.do(a.token, c.method, c.path, map[string]any{"no_such_field": 1}).wantError(t, 400, ep.CodeUnknownField)
-				if !strings.Contains(r.msg(), `"no_such_field"`) || !strings.Contains(r.msg(), fx.text) {
-					t.Fatalf("unknown-field message should name the field and the supported ones: %s", r.msg())
-				}
-				r = e.do(a.token, c.method, c.path, map[string]any{fx.text: 42}).wantError(t, 400, ep.CodeInvalid)
-				if !strings.HasPrefix(r.msg(), fx.text) {
-					t.Fatalf("wrong-type message should start with the field: %s", r.msg())
-				}
-				e.do(a.token, c.method, c.path, map[string]any{fx.text: strings.Repeat("x", 256)}).wantError(t, 400, ep.CodeInvalid)
-				if _, ok := created.body["metadata"]; ok {
-					e.do(a.token, c.method, c.path, map[string]any{"metadata": strings.Repeat("x", 4097)}).wantError(t, 400, ep.CodeInvalid)
-				}
-				e.do(a.token, c.method, c.path, `{"description": "x"`).wantError(t, 400, ep.CodeBadJSON)
-				e.do(a.token, c.method, c.path, `[]`).wantError(t, 400, ep.CodeBadJSON)
-				e.do(a.token, c.method, c.path, `{} {}`).wantError(t, 400, ep.CodeBadJSON)
+		// Generic body errors on create and update, none of which changes anything.
+		before := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200)
+		countBefore := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey))
+		for _, c := range []struct {
+			method, path string
+		}{{"POST", path}, {"PATCH", path + "/" + id}} {
+			r := e.do(a.token, c.method, c.path, map[string]any{"no_such_field": 1}).wantError(t, 400, ep.CodeUnknownField)
+			if !strings.Contains(r.msg(), `"no_such_field"`) || !strings.Contains(r.msg(), fx.text) {
+				t.Fatalf("unknown-field message should name the field and the supported ones: %s", r.msg())
 			}
-			if after := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200); string(after.raw) != string(before.raw) {
-				t.Fatalf("a rejected request changed the object:\n%s\n%s", before.raw, after.raw)
+			r = e.do(a.token, c.method, c.path, map[string]any{fx.text: 42}).wantError(t, 400, ep.CodeInvalid)
+			if !strings.HasPrefix(r.msg(), fx.text) {
+				t.Fatalf("wrong-type message should start with the field: %s", r.msg())
 			}
-			if n := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey)); n != countBefore {
-				t.Fatalf("a rejected create created an object: %d objects, had %d", n, countBefore)
+			e.do(a.token, c.method, c.path, map[string]any{fx.text: strings.Repeat("x", 256)}).wantError(t, 400, ep.CodeInvalid)
+			if _, ok := created.body["metadata"]; ok {
+				e.do(a.token, c.method, c.path, map[string]any{"metadata": strings.Repeat("x", 4097)}).wantError(t, 400, ep.CodeInvalid)
 			}
+			e.do(a.token, c.method, c.path, `{"description": "x"`).wantError(t, 400, ep.CodeBadJSON)
+			e.do(a.token, c.method, c.path, `[]`).wantError(t, 400, ep.CodeBadJSON)
+			e.do(a.token, c.method, c.path, `{} {}`).wantError(t, 400, ep.CodeBadJSON)
+		}
+		if after := e.do(a.token, "GET", path+"/"+id, nil).must(t, 200); string(after.raw) != string(before.raw) {
+			t.Fatalf("a rejected request changed the object:\n%s\n%s", before.raw, after.raw)
+		}
+		if n := len(e.do(a.token, "GET", path, nil).must(t, 200).items(t, res.ListKey)); n != countBefore {
+			t.Fatalf("a rejected create created an object: %d objects, had %d", n, countBefore)
+		}
 
-			// Another account's object does not exist for the caller.
-			e.do(other.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			e.do(other.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
-			e.do(other.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			if res.Parent != nil {
-				// The parent does not exist for the other account either.
-				e.do(other.token, "GET", path, nil).wantError(t, 404, ep.CodeNotFound)
-			} else {
-				for _, item := range e.do(other.token, "GET", path, nil).must(t, 200).items(t, res.ListKey) {
-					if item["id"] == id {
-						t.Fatalf("another account's list shows %s", id)
-					}
+		// Another account's object does not exist for the caller.
+		e.do(other.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+		e.do(other.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
+		e.do(other.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+		if res.Parent != nil {
+			// The parent does not exist for the other account either.
+			e.do(other.token, "GET", path, nil).wantError(t, 404, ep.CodeNotFound)
+		} else {
+			for _, item := range e.do(other.token, "GET", path, nil).must(t, 200).items(t, res.ListKey) {
+				if item["id"] == id {
+					t.Fatalf("another account's list shows %s", id)
 				}
 			}
+		}
 
-			// Delete: 204 with no body, then the object is gone.
-			del := e.do(a.token, "DELETE", path+"/"+id, nil).must(t, 204)
-			if len(del.raw) != 0 {
-				t.Fatalf("204 with a body: %q", del.raw)
-			}
-			e.do(a.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			e.do(a.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
-			e.do(a.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
-			missing, _ := ep.NewID(res.Prefix)
-			e.do(a.token, "GET", path+"/"+missing, nil).wantError(t, 404, ep.CodeNotFound)
-		})
-	}
+		// Delete: 204 with no body, then the object is gone.
+		del := e.do(a.token, "DELETE", path+"/"+id, nil).must(t, 204)
+		if len(del.raw) != 0 {
+			t.Fatalf("204 with a body: %q", del.raw)
+		}
+		e.do(a.token, "GET", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+		e.do(a.token, "PATCH", path+"/"+id, fx.update).wantError(t, 404, ep.CodeNotFound)
+		e.do(a.token, "DELETE", path+"/"+id, nil).wantError(t, 404, ep.CodeNotFound)
+		missing, _ := ep.NewID(res.Prefix)
+		e.do(a.token, "GET", path+"/"+missing, nil).wantError(t, 404, ep.CodeNotFound)
+	})
 }
 
 // TestPaging pages through more than two pages of every collection.
 func TestPaging(t *testing.T) {
-	e := newEnv(t)
-	for _, res := range ep.Resources {
-		fx, ok := fixtures[res.Kind]
-		if !ok {
-			continue
+	forEachFixture(t, newEnv(t), func(t *testing.T, e *env, res *ep.Resource, fx fixture) {
+		a := e.newAccount("paging-" + res.Kind)
+		path := collectionPath(e, a, res, fx)
+		for range 5 {
+			e.do(a.token, "POST", path, fx.create(e, a)).must(t, 201)
 		}
-		t.Run(res.Kind, func(t *testing.T) {
-			e.t = t
-			a := e.newAccount("paging-" + res.Kind)
-			path := collectionPath(e, a, res, fx)
-			for range 5 {
-				e.do(a.token, "POST", path, fx.create(e, a)).must(t, 201)
+		all := e.do(a.token, "GET", path+"?limit=100", nil).must(t, 200).items(t, res.ListKey)
+		if len(all) < 5 {
+			t.Fatalf("list has %d objects, want at least 5", len(all))
+		}
+		var ids []string
+		cursor, pages := path+"?limit=2&before_id=", 0
+		for {
+			page := e.do(a.token, "GET", cursor, nil).must(t, 200)
+			pages++
+			items := page.items(t, res.ListKey)
+			if len(items) > 2 {
+				t.Fatalf("page of %d with limit 2", len(items))
 			}
-			all := e.do(a.token, "GET", path+"?limit=100", nil).must(t, 200).items(t, res.ListKey)
-			if len(all) < 5 {
-				t.Fatalf("list has %d objects, want at least 5", len(all))
+			for _, it := range items {
+				ids = append(ids, it["id"].(string))
 			}
-			var ids []string
-			cursor, pages := path+"?limit=2&before_id=", 0
-			for {
-				page := e.do(a.token, "GET", cursor, nil).must(t, 200)
-				pages++
-				items := page.items(t, res.ListKey)
-				if len(items) > 2 {
-					t.Fatalf("page of %d with limit 2", len(items))
+			next, _ := page.body["next_page_uri"].(string)
+			if next == "" {
+				if page.body["next_page_uri"] != nil {
+					t.Fatalf("next_page_uri on the last page: %s", page.raw)
 				}
-				for _, it := range items {
-					ids = append(ids, it["id"].(string))
-				}
-				next, _ := page.body["next_page_uri"].(string)
-				if next == "" {
-					if page.body["next_page_uri"] != nil {
-						t.Fatalf("next_page_uri on the last page: %s", page.raw)
-					}
-					break
-				}
-				if !strings.HasPrefix(next, e.base+path+"?") {
-					t.Fatalf("next_page_uri %q does not start with %q", next, e.base+path+"?")
-				}
-				cursor = strings.TrimPrefix(next, e.base)
+				break
 			}
-			if want := (len(all) + 1) / 2; pages != want {
-				t.Fatalf("%d pages, want %d", pages, want)
+			if !strings.HasPrefix(next, e.base+path+"?") {
+				t.Fatalf("next_page_uri %q does not start with %q", next, e.base+path+"?")
 			}
-			if len(ids) != len(all) {
-				t.Fatalf("paging returned %d objects, the full list %d", len(ids), len(all))
+			cursor = strings.TrimPrefix(next, e.base)
+		}
+		if want := (len(all) + 1) / 2; pages != want {
+			t.Fatalf("%d pages, want %d", pages, want)
+		}
+		if len(ids) != len(all) {
+			t.Fatalf("paging returned %d objects, the full list %d", len(ids), len(all))
+		}
+		for i := range ids {
+			if ids[i] != all[i]["id"] {
+				t.Fatalf("page order differs from list order at %d", i)
 			}
-			for i := range ids {
-				if ids[i] != all[i]["id"] {
-					t.Fatalf("page order differs from list order at %d", i)
-				}
-				if i > 0 && ids[i] >= ids[i-1] {
-					t.Fatalf("not newest first: %s after %s", ids[i], ids[i-1])
-				}
+			if i > 0 && ids[i] >= ids[i-1] {
+				t.Fatalf("not newest first: %s after %s", ids[i], ids[i-1])
 			}
-			// The other client's spelling of the cursor.
-			second := e.do(a.token, "GET", path+"?limit=2&beforeId="+ids[1], nil).must(t, 200).items(t, res.ListKey)
-			if len(second) == 0 || second[0]["id"] != ids[2] {
-				t.Fatalf("beforeId did not page: %v", second)
-			}
-		})
-	}
+		}
+		// The other client's spelling of the cursor.
+		second := e.do(a.token, "GET", path+"?limit=2&beforeId="+ids[1], nil).must(t, 200).items(t, res.ListKey)
+		if len(second) == 0 || second[0]["id"] != ids[2] {
+			t.Fatalf("beforeId did not page: %v", second)
+		}
+	})
 }
 
 func TestPagingLimits(t *testing.T) {
