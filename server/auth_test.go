@@ -14,6 +14,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	keyID := e.do(e.admin.token, "GET", "/api_keys", nil).must(t, 200).items(t, "keys")[0]["id"].(string)
 	selector, _, _ := strings.Cut(e.admin.token, "_")
+	policy := e.do(e.admin.token, "POST", "/ip_policies", nil).must(t, 201).str("id")
 	cases := []struct {
 		name    string
 		headers map[string]string
@@ -31,20 +32,25 @@ func TestAuthentication(t *testing.T) {
 		{"version 1", h("Bearer "+e.admin.token, "1"), 400, ep.CodeBadVersion},
 		{"version garbage", h("Bearer "+e.admin.token, "two"), 400, ep.CodeBadVersion},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := e.doHeaders(c.headers, "GET", "/ip_policies", nil).wantError(t, c.status, c.code)
-			if c.status == 401 && r.header.Get("WWW-Authenticate") == "" {
-				t.Fatal("401 without WWW-Authenticate")
-			}
-		})
+	// A list authenticates before its query; a GET by id authenticates in the same query as its
+	// read (authPaths): both give the same answers, and an authentication error comes before
+	// whether the object exists.
+	for _, path := range authPaths(policy) {
+		for _, c := range cases {
+			t.Run(c.name+" "+path, func(t *testing.T) {
+				r := e.doHeaders(c.headers, "GET", path, nil).wantError(t, c.status, c.code)
+				if c.status == 401 && r.header.Get("WWW-Authenticate") == "" {
+					t.Fatal("401 without WWW-Authenticate")
+				}
+			})
+		}
 	}
 	// The spec's neutral header name and a lowercase scheme are accepted.
 	e.doHeaders(map[string]string{"Authorization": "bearer " + e.admin.token, "Service-Version": "2"}, "GET", "/ip_policies", nil).must(t, 200)
 	// Every authenticated endpoint checks: a POST without a key changes nothing.
 	e.doHeaders(h("", "2"), "POST", "/ip_policies", map[string]any{}).wantError(t, 401, ep.CodeAuthMissing)
-	if n := len(e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200).items(t, "ip_policies")); n != 0 {
-		t.Fatalf("unauthenticated POST created %d policies", n)
+	if n := len(e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200).items(t, "ip_policies")); n != 1 {
+		t.Fatalf("unauthenticated POST created %d policies", n-1)
 	}
 }
 
@@ -75,8 +81,11 @@ func TestAPIKeyTokenOnce(t *testing.T) {
 			t.Fatalf("token must be null in lists: %v", k)
 		}
 	}
+	policy := e.do(e.admin.token, "POST", "/ip_policies", nil).must(t, 201).str("id")
 	e.do(e.admin.token, "DELETE", "/api_keys/"+id, nil).must(t, 204)
-	e.do(token, "GET", "/ip_policies", nil).wantError(t, 401, ep.CodeAuthUnknown)
+	for _, path := range authPaths(policy) {
+		e.do(token, "GET", path, nil).wantError(t, 401, ep.CodeAuthUnknown)
+	}
 	// A key can delete itself; its next request fails.
 	self := e.do(e.admin.token, "POST", "/api_keys", nil).must(t, 201)
 	e.do(self.str("token"), "DELETE", "/api_keys/"+self.str("id"), nil).must(t, 204)
@@ -150,9 +159,13 @@ func TestBotUserLifecycleAndKeys(t *testing.T) {
 	botID := e.do(e.admin.token, "POST", "/bot_users", map[string]any{"name": "ci", "active": false}).must(t, 201).str("id")
 	key := e.do(e.admin.token, "POST", "/api_keys", map[string]any{"owner_id": botID}).must(t, 201)
 	cred := e.do(e.admin.token, "POST", "/credentials", map[string]any{"owner_id": botID}).must(t, 201)
-	e.do(key.str("token"), "GET", "/api_keys", nil).wantError(t, 401, ep.CodeAuthInactive)
+	for _, path := range authPaths(key.str("id")) {
+		path = strings.Replace(path, "/ip_policies", "/api_keys", 1)
+		e.do(key.str("token"), "GET", path, nil).wantError(t, 401, ep.CodeAuthInactive)
+	}
 	e.do(e.admin.token, "PATCH", "/bot_users/"+botID, map[string]any{"active": true}).must(t, 200)
 	e.do(key.str("token"), "GET", "/api_keys", nil).must(t, 200)
+	e.do(key.str("token"), "GET", "/api_keys/"+key.str("id"), nil).must(t, 200)
 	e.do(e.admin.token, "PATCH", "/bot_users/"+botID, map[string]any{"name": "renamed", "active": nil}).must(t, 200)
 	e.do(key.str("token"), "GET", "/api_keys", nil).must(t, 200)
 
@@ -162,8 +175,16 @@ func TestBotUserLifecycleAndKeys(t *testing.T) {
 
 	e.do(e.admin.token, "DELETE", "/bot_users/"+botID, nil).must(t, 204)
 	e.do(key.str("token"), "GET", "/api_keys", nil).wantError(t, 401, ep.CodeAuthUnknown)
+	e.do(key.str("token"), "GET", "/api_keys/"+key.str("id"), nil).wantError(t, 401, ep.CodeAuthUnknown)
 	e.do(e.admin.token, "GET", "/api_keys/"+key.str("id"), nil).wantError(t, 404, ep.CodeNotFound)
 	e.do(e.admin.token, "GET", "/credentials/"+cred.str("id"), nil).wantError(t, 404, ep.CodeNotFound)
 	// Keys of the admin are untouched.
 	e.do(e.admin.token, "GET", "/api_keys", nil).must(t, 200)
+}
+
+// authPaths are GETs under /ip_policies that authenticate in each of the ways the server does: a
+// list (before its query), and GETs by id (in the same query as the read) of an existing object,
+// of a missing one, and of an id no object can have.
+func authPaths(existing string) []string {
+	return []string{"/ip_policies", "/ip_policies/" + existing, "/ip_policies/ipp_2Q6oQ3nSLvNn1rBRaagSXSQKvhW", "/ip_policies/%FF%00"}
 }

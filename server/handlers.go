@@ -67,9 +67,17 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) {
 	s.writeJSON(w, http.StatusCreated, doc)
 }
 
+// get authenticates and reads in one query (the route is fused: see authenticated).
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) {
-	parent := c.parentID(r)
-	doc, err := s.store.Get(r.Context(), callerOf(r).AccountID, c.res, parent, r.PathValue("id"))
+	parent, cred := c.parentID(r), credentialFrom(r)
+	caller, doc, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, r.PathValue("id"))
+	if caller.AccountID == "" {
+		s.admit(w, r, caller, err) // err is the authentication's
+		return
+	}
+	if !s.admit(w, r, caller, nil) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -17,6 +17,7 @@ type ctxKey int
 const (
 	opKey ctxKey = iota
 	callerKey
+	credentialKey
 )
 
 // opInfo is per-request state the outer layer reads back for the log line.
@@ -92,8 +93,10 @@ func callerOf(r *http.Request) ep.Caller {
 	return c
 }
 
-// authenticated checks the version header and the bearer token before next runs.
-func (s *Server) authenticated(next http.Handler) http.Handler {
+// authenticated checks the version header and the bearer token before next runs. With fused set,
+// next checks the token itself, in the same query as its read (see Server.get): the middleware
+// parses the token and hands it on as a credential, and next must call admit with the result.
+func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
@@ -102,25 +105,44 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		caller, err := s.authenticate(r)
+		cred, err := credentialOf(r)
 		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
-			s.fail(w, r, err)
+			s.admit(w, r, ep.Caller{}, err)
 			return
 		}
-		opOf(r).account = caller.AccountID
-		if s.limiter != nil {
-			if ok, retry := s.limiter.allow(caller.KeyID, time.Now()); !ok {
-				if s.metrics != nil {
-					s.metrics.rateLimited.Inc()
-				}
-				w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
-				s.fail(w, r, rateLimited(retry))
-				return
-			}
+		if fused {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, credentialKey, cred)))
+			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey, caller)))
+		caller, err := s.store.Authenticate(ctx, cred.selector, cred.secret)
+		if !s.admit(w, r, caller, err) {
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callerKey, caller)))
 	})
+}
+
+// admit finishes authentication with its result: an error is answered (with WWW-Authenticate), and
+// an authenticated caller is logged and held to the rate limit. It reports whether the request
+// may go on.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, caller ep.Caller, err error) bool {
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
+		s.fail(w, r, err)
+		return false
+	}
+	opOf(r).account = caller.AccountID
+	if s.limiter != nil {
+		if ok, retry := s.limiter.allow(caller.KeyID, time.Now()); !ok {
+			if s.metrics != nil {
+				s.metrics.rateLimited.Inc()
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(retry)))
+			s.fail(w, r, rateLimited(retry))
+			return false
+		}
+	}
+	return true
 }
 
 // checkVersion requires API version 2 in Ngrok-Version (what existing clients send) or
@@ -142,26 +164,36 @@ func checkVersion(r *http.Request) *ep.Error {
 	}
 }
 
-func (s *Server) authenticate(r *http.Request) (ep.Caller, error) {
+// credential is a bearer token as presented, parsed but not yet checked against the store.
+type credential struct{ selector, secret string }
+
+// credentialOf parses the Authorization header; its errors are 401s that need no database.
+func credentialOf(r *http.Request) (credential, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMissing,
+		return credential{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMissing,
 			Msg: "Authentication is required: send \"Authorization: Bearer <API key token>\"."}
 	}
 	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
+		return credential{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
 			Msg: "The Authorization header must be \"Bearer <API key token>\"."}
 	}
 	if ep.ValidID(ep.APIKeys.Prefix, token) {
-		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthKeyID,
+		return credential{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthKeyID,
 			Msg: "That is the id of an API key, not its token; authenticate with the token shown when the key was created."}
 	}
 	selector, secret, ok := ep.ParseToken(token)
 	if !ok {
-		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
+		return credential{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMalformed,
 			Msg: "The bearer token is not in the format of an API key token."}
 	}
-	return s.store.Authenticate(r.Context(), selector, secret)
+	return credential{selector, secret}, nil
+}
+
+// credentialFrom returns the credential the middleware handed to a fused route.
+func credentialFrom(r *http.Request) credential {
+	c, _ := r.Context().Value(credentialKey).(credential)
+	return c
 }

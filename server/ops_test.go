@@ -62,12 +62,18 @@ func TestRateLimit(t *testing.T) {
 	e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200)
 	e.do(e.admin.token, "GET", "/ip_policies", nil).must(t, 200)
 	r := e.do(e.admin.token, "POST", "/ip_policies", nil).wantError(t, 429, ep.CodeRateLimited)
+	// A GET by id, which authenticates in its own query, is limited the same way and shows
+	// nothing of the object.
+	policy := e.do(other, "POST", "/ip_policies", map[string]any{"description": "secret"}).must(t, 201).str("id")
+	if got := e.do(e.admin.token, "GET", "/ip_policies/"+policy, nil).wantError(t, 429, ep.CodeRateLimited); strings.Contains(string(got.raw), "secret") {
+		t.Fatalf("a rate-limited GET shows the object: %s", got.raw)
+	}
 	retry, err := strconv.Atoi(r.header.Get("Retry-After"))
 	if err != nil || retry < 1 || retry > 60 {
 		t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
 	}
 	// The refused create changed nothing; another key of the same account has its own bucket.
-	if n := len(e.do(other, "GET", "/ip_policies", nil).must(t, 200).items(t, "ip_policies")); n != 0 {
+	if n := len(e.do(other, "GET", "/ip_policies", nil).must(t, 200).items(t, "ip_policies")); n != 1 {
 		t.Fatalf("a rate-limited create created %d policies", n)
 	}
 	// Unauthenticated endpoints are not limited.

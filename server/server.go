@@ -121,10 +121,14 @@ type route struct {
 	m            *ep.Module // for module operations
 }
 
+// fused reports whether the route authenticates in its own first query (Server.get) rather than
+// before it: the GET of an object by id, the most frequent request.
+func (rt route) fused() bool { return rt.op == ep.OpGet && rt.m == nil }
+
 // api registers an authenticated, versioned API route.
 func (s *Server) api(rt route, h http.HandlerFunc) {
 	s.routes = append(s.routes, rt)
-	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(h))
+	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(h, rt.fused()))
 }
 
 // ServeHTTP implements http.Handler: operation id, panic recovery and the request log line

@@ -86,6 +86,22 @@ func BenchmarkGet(b *testing.B) {
 	})
 }
 
+// BenchmarkAuthenticateGet is what a GET by id costs the store: authentication and the read in
+// one query (compare with BenchmarkAuthenticate plus BenchmarkGet).
+func BenchmarkAuthenticateGet(b *testing.B) {
+	s, _, selector, secret, _, rule := benchStore(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	benchcpu.PerOp(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := s.AuthenticateGet(ctx, selector, secret, ep.IPPolicyRules, "", rule); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkCreate creates IP policy rules from 16 goroutines per CPU: the write path with group
 // commit on SQLite.
 func BenchmarkCreate(b *testing.B) {

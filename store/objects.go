@@ -21,7 +21,7 @@ type queries struct {
 	update, del                                                      string
 	restricted, cascade, refsDel, refsIns                            string
 	claimGet, claimIns, claimsDel, tokenIns                          string
-	principalGet, principalPut, principalDel, auth                   string
+	principalGet, principalPut, principalDel, auth, authGet          string
 	accountByName, accountIns, accountsAny, principalIns, accountGet string
 	secretIns, secretGet                                             string
 }
@@ -51,6 +51,12 @@ func prepare(d dialect) queries {
 		principalDel: `DELETE FROM principals WHERE id = ? AND account_id = ?`,
 		auth: `SELECT t.hash, t.account_id, t.object_id, p.id, p.role, p.active
 			FROM tokens t JOIN principals p ON p.id = t.principal_id WHERE t.selector = ? AND t.kind = ?`,
+		// auth and get in one statement (AuthenticateGet); the object columns are NULL when the
+		// account has no such object.
+		authGet: `SELECT t.hash, t.account_id, t.object_id, p.id, p.role, p.active, o.doc, o.parent_id
+			FROM tokens t JOIN principals p ON p.id = t.principal_id
+			LEFT JOIN objects o ON o.id = ? AND o.account_id = t.account_id AND o.kind = ?
+			WHERE t.selector = ? AND t.kind = ?`,
 		accountByName: `SELECT a.id, p.id FROM accounts a JOIN principals p ON p.account_id = a.id AND p.role = 'admin'
 			WHERE a.name = ? ORDER BY p.id LIMIT 1`,
 		accountIns:   `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
@@ -67,7 +73,7 @@ func prepare(d dialect) queries {
 	q.refTarget = `SELECT id FROM objects WHERE id = ?` + d.forShare()
 	for _, p := range []*string{&q.get, &q.getLocked, &q.refTarget, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
 		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
-		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.accountByName, &q.accountIns,
+		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.authGet, &q.accountByName, &q.accountIns,
 		&q.accountsAny, &q.principalIns, &q.accountGet, &q.secretIns, &q.secretGet} {
 		*p = d.rebind(*p)
 	}
@@ -76,7 +82,7 @@ func prepare(d dialect) queries {
 
 // reads are the queries that run on the read pool.
 func (q *queries) reads() []string {
-	return []string{q.get, q.getParent, q.list, q.listChild, q.auth, q.accountsAny, q.principalGet, q.claimGet}
+	return []string{q.get, q.getParent, q.list, q.listChild, q.auth, q.authGet, q.accountsAny, q.principalGet, q.claimGet}
 }
 
 // writes are the queries that run inside write transactions.
