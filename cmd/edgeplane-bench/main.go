@@ -51,6 +51,7 @@ type config struct {
 	skip           map[string]bool
 	only           string
 	profile        string
+	serverEnv      []string // extra environment of the edgeplane servers (-server-env)
 	rounds         int
 	netHTTP        bool
 }
@@ -95,6 +96,7 @@ func bench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per scenario, alternating with the baseline")
 	fs.StringVar(&cfg.only, "only", "", "run only the edgeplane scenarios whose name contains this text")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "serve the main edgeplane rows from this program's copy of the server and write its CPU profile to this file (for perf work)")
+	serverEnv := fs.String("server-env", "", "comma-separated KEY=VALUE environment of the edgeplane servers only (for perf experiments, e.g. GOGC=400,EDGEPLANE_LOG_LEVEL=warn)")
 	skip := fs.String("skip", "", "comma-separated parts to skip: baseline, durability, crash, postgres")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,6 +107,15 @@ func bench(ctx context.Context, args []string) error {
 			return fmt.Errorf("-concurrency: %q is not a number from 1 to 1024", s)
 		}
 		cfg.conc = append(cfg.conc, n)
+	}
+	for kv := range strings.SplitSeq(*serverEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("-server-env: %q is not KEY=VALUE", kv)
+		}
+		cfg.serverEnv = append(cfg.serverEnv, kv)
 	}
 	cfg.skip = map[string]bool{}
 	for s := range strings.SplitSeq(*skip, ",") {
@@ -336,13 +347,13 @@ func (b *runner) engine(ctx context.Context, engine, dsn string) error {
 func (b *runner) startEdgeplane(engine, dsn, durability string) (*child, error) {
 	if b.cfg.profile != "" && durability == "normal" {
 		return startChild("reference "+engine, b.self, []string{"reference-server", "--listen", "{addr}", "--db", dsn,
-			"--cpuprofile", b.cfg.profile}, nil, filepath.Join(b.work, "reference-"+engine+".log"))
+			"--cpuprofile", b.cfg.profile}, b.cfg.serverEnv, filepath.Join(b.work, "reference-"+engine+".log"))
 	}
 	args := []string{"serve", "--listen", "{addr}", "--db", dsn}
 	if durability != "normal" {
 		args = append(args, "--durability", durability)
 	}
-	return startChild("edgeplane "+engine, b.cfg.binary, args, nil, filepath.Join(b.work, "edgeplane-"+engine+".log"))
+	return startChild("edgeplane "+engine, b.cfg.binary, args, b.cfg.serverEnv, filepath.Join(b.work, "edgeplane-"+engine+".log"))
 }
 
 // startBaseline starts the baseline server and prepares its GET and POST workloads.

@@ -57,7 +57,9 @@ func referenceServer(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv := &http.Server{
-		Handler:           server.New(st, server.Config{BaseURL: "http://" + ln.Addr().String(), Logger: log}),
+		// Metrics on the main listener, as edgeplane serve has them by default.
+		Handler: server.New(st, server.Config{BaseURL: "http://" + ln.Addr().String(), Logger: log,
+			Metrics: server.NewMetrics(st), MetricsOnMain: true, CORSOrigins: []string{"*"}}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
