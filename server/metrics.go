@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgeplane/edgeplane/store"
 )
 
 // Metrics are the Prometheus collectors of a server, in a registry of their own (so tests can run
@@ -81,10 +83,17 @@ var (
 	poolMax      = prometheus.NewDesc("edgeplane_db_connections_max", "Most connections the pool may open.", []string{"pool"}, nil)
 	poolWaits    = prometheus.NewDesc("edgeplane_db_wait_total", "Times a request waited for a database connection.", []string{"pool"}, nil)
 	poolWaitTime = prometheus.NewDesc("edgeplane_db_wait_seconds_total", "Time spent waiting for database connections.", []string{"pool"}, nil)
+	cacheReads   = prometheus.NewDesc("edgeplane_read_cache_total",
+		"Authentications and reads by id the SQLite read cache answered (result=hit) or sent to the database (result=miss).", []string{"result"}, nil)
 )
 
+// readCacheStatser is what the metrics need of a store with a read cache.
+type readCacheStatser interface {
+	ReadCacheStats() store.ReadCacheStats
+}
+
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime} {
+	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads} {
 		ch <- d
 	}
 }
@@ -97,5 +106,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(poolMax, prometheus.GaugeValue, float64(st.MaxOpenConnections), name)
 		ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(st.WaitCount), name)
 		ch <- prometheus.MustNewConstMetric(poolWaitTime, prometheus.CounterValue, st.WaitDuration.Seconds(), name)
+	}
+	if rc, ok := c.pools.(readCacheStatser); ok {
+		st := rc.ReadCacheStats()
+		ch <- prometheus.MustNewConstMetric(cacheReads, prometheus.CounterValue, float64(st.Hits), "hit")
+		ch <- prometheus.MustNewConstMetric(cacheReads, prometheus.CounterValue, float64(st.Misses), "miss")
 	}
 }

@@ -45,6 +45,8 @@ func TestMetrics(t *testing.T) {
 		`edgeplane_http_requests_in_flight 1`, // the scrape itself
 		`edgeplane_rate_limited_total 1`,
 		`edgeplane_db_connections_open{pool=`,
+		`edgeplane_read_cache_total{result="hit"}`,
+		`edgeplane_read_cache_total{result="miss"}`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(m, want) {

@@ -102,20 +102,31 @@ func (s *Store) addPrincipal(ctx context.Context, tx *wtx, accountID string, rol
 // secret in constant time. A token that is unknown, of a deleted key, or wrong is 401
 // ERR_NGROK_203; a key of an inactive bot user is 401 ERR_NGROK_204.
 func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.Caller, error) {
+	v, cacheable := s.cache.version()
+	if cacheable {
+		if k, ok := s.cache.key(v, selector); ok {
+			s.cache.count(true)
+			return k.caller(s, nil, secret)
+		}
+		s.cache.count(false)
+	}
 	var k keyRow
 	err := s.rd.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(k.dest()...)
+	if err == nil && cacheable {
+		if after, ok := s.cache.version(); ok && after == v {
+			s.cache.put(v, selector, k, "", nil)
+		}
+	}
 	return k.caller(s, err, secret)
 }
 
 // AuthenticateGet is Authenticate followed by Get, in one query: the read of nearly every
 // automation run, whose cost is mostly the per-query cost of the database (a read transaction
-// and a round trip), paid here once instead of twice. Its answers are exactly those of the two
-// calls in sequence: an authentication error first, then the object's.
+// and a round trip), paid here once instead of twice, and on SQLite not at all while the
+// database has not changed since the same key and object were read (readcache.go). Its answers
+// are exactly those of the two calls in sequence: an authentication error first, then the
+// object's.
 func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, res *ep.Resource, parentID, id string) (ep.Caller, ep.Document, error) {
-	var (
-		k   keyRow
-		obj row
-	)
 	if !storable(id) || !storable(parentID) {
 		// Such an id is never found; the key is still checked first.
 		c, err := s.Authenticate(ctx, selector, secret)
@@ -124,8 +135,32 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 		}
 		return c, nil, err
 	}
-	err := s.rd.QueryRowContext(ctx, s.q.authGet, id, res.Kind, selector, ep.APIKeys.Kind).
-		Scan(append(k.dest(), &obj.doc, &obj.parent)...)
+	var (
+		k   keyRow
+		obj cachedObject
+		err error
+	)
+	v, cacheable := s.cache.version()
+	hit := false
+	if cacheable {
+		k, obj, hit = s.cache.keyAndObject(v, selector, id)
+		hit = hit && obj.account == k.c.AccountID && obj.kind == res.Kind
+		s.cache.count(hit)
+	}
+	if !hit {
+		err = s.rd.QueryRowContext(ctx, s.q.authGet, id, res.Kind, selector, ep.APIKeys.Kind).
+			Scan(append(k.dest(), &obj.doc, &obj.parent)...)
+		if err == nil && cacheable {
+			if after, ok := s.cache.version(); ok && after == v {
+				var o *cachedObject
+				if obj.doc != nil {
+					obj.account, obj.kind = k.c.AccountID, res.Kind
+					o = &obj
+				}
+				s.cache.put(v, selector, k, id, o)
+			}
+		}
+	}
 	c, err := k.caller(s, err, secret)
 	if err != nil {
 		return c, nil, err

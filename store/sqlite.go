@@ -118,7 +118,8 @@ func openSQLite(path string, d Durability) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", sqliteDSN(path, d, url.Values{"_pragma": {"query_only(1)"}}))
+	readDSN := sqliteDSN(path, d, url.Values{"_pragma": {"query_only(1)"}})
+	r, err := sql.Open("sqlite", readDSN)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -126,5 +127,5 @@ func openSQLite(path string, d Durability) (*Store, error) {
 	n := max(4, 2*runtime.GOMAXPROCS(0))
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	return &Store{d: sqliteDialect{}, w: w, r: r}, nil
+	return &Store{d: sqliteDialect{}, w: w, r: r, sqlitePath: path, readDSN: readDSN}, nil
 }

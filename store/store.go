@@ -61,6 +61,8 @@ type Options struct {
 	// MaxBatch caps how many write transactions SQLite commits together (group commit); 0 means
 	// DefaultMaxBatch and 1 turns group commit off. PostgreSQL ignores it.
 	MaxBatch int
+	// NoReadCache turns the SQLite read cache off (readcache.go), for comparisons.
+	NoReadCache bool
 }
 
 // Durability is what an acknowledged write survives on SQLite.
@@ -114,6 +116,11 @@ type Store struct {
 	settings atomic.Pointer[ep.Settings]
 	// seal encrypts secrets at rest (store/secrets.go).
 	seal *sealer
+	// cache answers authentication and reads by id while the database is unchanged (SQLite;
+	// nil on PostgreSQL and when Options.NoReadCache is set): readcache.go.
+	cache *readCache
+	// sqlitePath and readDSN are where a SQLite store's database is and how its readers open it.
+	sqlitePath, readDSN string
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
@@ -163,6 +170,11 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		s.rd.noCancel = true
 		s.commit = newCommitter(s, opts.MaxBatch)
+		if !opts.NoReadCache {
+			// Without a wal-index to ask (the database could not switch to WAL), every read
+			// goes to the database, as it always may.
+			s.cache, _ = openReadCache(ctx, s.sqlitePath, s.readDSN)
+		}
 	}
 	return s, nil
 }
@@ -172,6 +184,7 @@ func (s *Store) Close() error {
 	if s.commit != nil {
 		s.commit.stop()
 	}
+	s.cache.close()
 	if s.rd != nil {
 		_ = s.rd.stmts.close()
 	}

@@ -73,6 +73,13 @@ func TestReplicasShareState(t *testing.T) {
 		if status, code := getIPPolicy(t, b, token, id); status != 200 {
 			t.Fatalf("replica B: GET of a policy created through A: %d %s", status, code)
 		}
+		// A reads the policy (twice: on SQLite the second answer comes from A's read cache)
+		// before B changes it.
+		for range 2 {
+			if status, code := getIPPolicy(t, a, token, id); status != 200 {
+				t.Fatalf("replica A: GET of its own policy: %d %s", status, code)
+			}
+		}
 		status, body := call(t, "PATCH", b.url("/ip_policies/"+id), token, `{"description":"via b"}`)
 		if status != 200 {
 			t.Fatalf("PATCH through B: %d %s", status, body)
@@ -90,12 +97,20 @@ func TestReplicasShareState(t *testing.T) {
 		if status, _ := call(t, "GET", b.url("/api_keys"), newToken, ""); status != 200 {
 			t.Fatalf("a key created through A is refused by B: %d", status)
 		}
+		for range 2 {
+			if status, code := getIPPolicy(t, b, newToken, id); status != 200 {
+				t.Fatalf("B: GET by id with a key created through A: %d %s", status, code)
+			}
+		}
 		if status, body := call(t, "DELETE", a.url("/api_keys/"+keyID), token, ""); status != 204 {
 			t.Fatalf("delete key through A: %d %s", status, body)
 		}
 		status, body = call(t, "GET", b.url("/api_keys"), newToken, "")
 		if status != 401 || decodeObj(t, body)["error_code"] != "ERR_NGROK_203" {
 			t.Fatalf("B accepted a key deleted through A: %d %s", status, body)
+		}
+		if status, code := getIPPolicy(t, b, newToken, id); status != 401 || code != "ERR_NGROK_203" {
+			t.Fatalf("B: GET by id with a key deleted through A: %d %s", status, code)
 		}
 	})
 }
