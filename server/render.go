@@ -49,11 +49,27 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 		s.log.Error("encode response", "err", err)
 		status, buf = http.StatusInternalServerError, bytes.NewBufferString(`{"error_code":"ERR_NGROK_10000","status_code":500,"msg":"An internal error occurred.","details":{}}`)
 	}
+	s.writeBody(w, status, buf.Bytes())
+}
+
+// encode renders v as writeJSON does, into a body of its own.
+func (s *Server) encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeBody sends a rendered JSON body.
+func (s *Server) writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

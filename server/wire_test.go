@@ -2,11 +2,15 @@ package server_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testdb"
+	"github.com/edgeplane/edgeplane/server"
 )
 
 func TestUnknownPathsAndMethods(t *testing.T) {
@@ -119,5 +123,49 @@ func TestUnknownNestedField(t *testing.T) {
 	r = e.do(e.admin.token, "POST", "/edges/tls", map[string]any{"nope": 1}).wantError(t, 400, ep.CodeUnknownField)
 	if !strings.Contains(r.msg(), `"nope"; supported fields: `) {
 		t.Fatalf("message: %s", r.msg())
+	}
+}
+
+// TestRepeatedGetsFromTheReadCache: on SQLite, a GET of an unchanged object is answered from a
+// body rendered once (store/readcache.go). Every answer must be byte for byte what rendering
+// gives, change with the object, and carry the base URL of the server that answers.
+func TestRepeatedGetsFromTheReadCache(t *testing.T) {
+	e := newEnv(t)
+	id := e.do(e.admin.token, "POST", "/ip_policies", map[string]any{"description": "one"}).must(t, 201).str("id")
+	first := e.do(e.admin.token, "GET", "/ip_policies/"+id, nil).must(t, 200)
+	for range 3 {
+		if again := e.do(e.admin.token, "GET", "/ip_policies/"+id, nil).must(t, 200); string(again.raw) != string(first.raw) {
+			t.Fatalf("repeated GET differs:\n%s\n%s", first.raw, again.raw)
+		}
+	}
+	e.do(e.admin.token, "PATCH", "/ip_policies/"+id, map[string]any{"description": "two"}).must(t, 200)
+	for range 2 {
+		if got := e.do(e.admin.token, "GET", "/ip_policies/"+id, nil).must(t, 200); got.str("description") != "two" {
+			t.Fatalf("GET after PATCH: %s", got.raw)
+		}
+	}
+
+	// A second server with another base URL on the same store renders its own uris.
+	other := httptest.NewServer(server.New(e.st, server.Config{BaseURL: "https://api.example.com/v2"}))
+	defer other.Close()
+	for range 2 {
+		req, _ := http.NewRequest("GET", other.URL+"/ip_policies/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+e.admin.token)
+		req.Header.Set("Ngrok-Version", "2")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(body), `"uri":"https://api.example.com/v2/ip_policies/`+id+`"`) {
+			t.Fatalf("second server: %d %s", res.StatusCode, body)
+		}
+	}
+	if got := e.do(e.admin.token, "GET", "/ip_policies/"+id, nil).must(t, 200); got.str("uri") != e.base+"/ip_policies/"+id {
+		t.Fatalf("first server after the second: %s", got.raw)
+	}
+	if st := e.st.ReadCacheStats(); testdb.Engine() == "sqlite" && st.Hits == 0 {
+		t.Fatalf("no GET was answered from the read cache: %+v", st)
 	}
 }

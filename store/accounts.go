@@ -126,14 +126,19 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 // database has not changed since the same key and object were read (readcache.go). Its answers
 // are exactly those of the two calls in sequence: an authentication error first, then the
 // object's.
-func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, res *ep.Resource, parentID, id string) (ep.Caller, ep.Document, error) {
+//
+// For an object of the read cache it also returns the object's Rendered: when that holds a body
+// rendered under renderKey, the document is not decoded (doc is nil) and the body is the answer;
+// otherwise the caller may store the body it renders from doc there. Rendered is nil for objects
+// outside the cache and for collections that embed others.
+func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, res *ep.Resource, parentID, id, renderKey string) (ep.Caller, ep.Document, *Rendered, error) {
 	if !storable(id) || !storable(parentID) {
 		// Such an id is never found; the key is still checked first.
 		c, err := s.Authenticate(ctx, selector, secret)
 		if err == nil {
 			err = ep.NotFound()
 		}
-		return c, nil, err
+		return c, nil, nil, err
 	}
 	var (
 		k   keyRow
@@ -148,6 +153,7 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 		s.cache.count(hit)
 	}
 	if !hit {
+		obj = cachedObject{}
 		err = s.rd.QueryRowContext(ctx, s.q.authGet, id, res.Kind, selector, ep.APIKeys.Kind).
 			Scan(append(k.dest(), &obj.doc, &obj.parent)...)
 		if err == nil && cacheable {
@@ -155,6 +161,9 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 				var o *cachedObject
 				if obj.doc != nil {
 					obj.account, obj.kind = k.c.AccountID, res.Kind
+					if res.Embeds == nil {
+						obj.rendered = &Rendered{}
+					}
 					o = &obj
 				}
 				s.cache.put(v, selector, k, id, o)
@@ -163,16 +172,19 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 	}
 	c, err := k.caller(s, err, secret)
 	if err != nil {
-		return c, nil, err
+		return c, nil, nil, err
 	}
 	if obj.doc == nil || (res.Parent != nil && obj.parent.String != parentID) {
-		return c, nil, ep.NotFound()
+		return c, nil, nil, ep.NotFound()
+	}
+	if obj.rendered != nil && obj.rendered.Body(renderKey) != nil {
+		return c, nil, obj.rendered, nil
 	}
 	doc, err := decode(res, obj.doc)
 	if err != nil {
-		return c, nil, err
+		return c, nil, nil, err
 	}
-	return c, doc, s.embed(ctx, res, doc)
+	return c, doc, obj.rendered, s.embed(ctx, res, doc)
 }
 
 // keyRow is an API key as the authentication queries read it.

@@ -95,7 +95,7 @@ func BenchmarkAuthenticateGet(b *testing.B) {
 	benchcpu.PerOp(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, _, err := s.AuthenticateGet(ctx, selector, secret, ep.IPPolicyRules, "", rule); err != nil {
+			if _, _, _, err := s.AuthenticateGet(ctx, selector, secret, ep.IPPolicyRules, "", rule, ""); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -53,7 +53,31 @@ type cachedObject struct {
 	account, kind string
 	parent        sql.NullString
 	doc           []byte
+	rendered      *Rendered
 }
+
+// Rendered is a response body rendered from one cached object by the server, kept with the object
+// so that answering the same unchanged object again costs neither decoding nor encoding; it goes
+// when the object's cache entry goes, at the next change of the database. The store never reads
+// it. The body is kept under a key naming how it was rendered (the server's base URL), so that
+// servers rendering differently never see each other's bodies.
+type Rendered struct{ p atomic.Pointer[rendering] }
+
+type rendering struct {
+	key  string
+	body []byte
+}
+
+// Body returns the body rendered under key, or nil if there is none.
+func (r *Rendered) Body(key string) []byte {
+	if p := r.p.Load(); p != nil && p.key == key {
+		return p.body
+	}
+	return nil
+}
+
+// Store keeps body, rendered under key; body must not be changed afterwards.
+func (r *Rendered) Store(key string, body []byte) { r.p.Store(&rendering{key, body}) }
 
 // ReadCacheStats counts the read cache's answers since the store opened.
 type ReadCacheStats struct {

@@ -64,7 +64,7 @@ func (w *cacheWorld) read(t *testing.T) (*ep.IPPolicy, error) {
 	var err error
 	for i := range 2 {
 		before := w.a.ReadCacheStats()
-		_, doc, err = w.a.AuthenticateGet(context.Background(), w.selector, w.secret, ep.IPPolicies, "", w.policy)
+		_, doc, _, err = w.a.AuthenticateGet(context.Background(), w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
 		if after := w.a.ReadCacheStats(); i == 1 && err == nil && after.Hits != before.Hits+1 {
 			t.Fatalf("the repeated read was not answered from the cache: %+v then %+v", before, after)
 		}
@@ -105,11 +105,11 @@ func TestReadCacheSeesWritesOfAnotherStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		_, _, err := w.a.AuthenticateGet(ctx, osel, osec, ep.IPPolicies, "", w.policy)
+		_, _, _, err := w.a.AuthenticateGet(ctx, osel, osec, ep.IPPolicies, "", w.policy, "")
 		wantCode(t, err, 404, ep.CodeNotFound)
 	}
 	// A wrong secret for a cached key is refused.
-	_, _, err = w.a.AuthenticateGet(ctx, w.selector, strings.Repeat("A", 52), ep.IPPolicies, "", w.policy)
+	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, strings.Repeat("A", 52), ep.IPPolicies, "", w.policy, "")
 	wantCode(t, err, 401, ep.CodeAuthUnknown)
 	if _, err := w.a.Authenticate(ctx, w.selector, strings.Repeat("A", 52)); err == nil {
 		t.Fatal("a wrong secret authenticated")
@@ -125,7 +125,7 @@ func TestReadCacheSeesWritesOfAnotherStore(t *testing.T) {
 	if err := w.b.Delete(ctx, w.admin, ep.APIKeys, "", keyID); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy)
+	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
 	wantCode(t, err, 401, ep.CodeAuthUnknown)
 	_, err = w.a.Authenticate(ctx, w.selector, w.secret)
 	wantCode(t, err, 401, ep.CodeAuthUnknown)
@@ -171,7 +171,7 @@ func TestReadCacheSeesWritesOfAnotherSQLite(t *testing.T) {
 	sqlite(`UPDATE principals SET active = 0`)
 	_, err = w.a.Authenticate(ctx, w.selector, w.secret)
 	wantCode(t, err, 401, ep.CodeAuthInactive)
-	_, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy)
+	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
 	wantCode(t, err, 401, ep.CodeAuthInactive)
 	// A checkpoint that empties the WAL changes no data; reads go on (and cache again).
 	sqlite(`UPDATE principals SET active = 1`)
@@ -206,7 +206,7 @@ func TestReadCacheOwnWrites(t *testing.T) {
 	}
 	defer off.Close()
 	for range 3 {
-		if _, _, err := off.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy); err != nil {
+		if _, _, _, err := off.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
