@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	inFlight    prometheus.Gauge
 	rateLimited prometheus.Counter
+	series      sync.Map // seriesKey → series
 }
 
 // PoolStatser is what the metrics need of the store: the statistics of its connection pools.
@@ -69,8 +71,29 @@ func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	if route == "" || route == "/" {
 		route = "unmatched"
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+	key := seriesKey{route, method, status}
+	sr, ok := m.series.Load(key)
+	if !ok {
+		// Resolved once per route, method and status (bounded by the routes), not per request.
+		sr, _ = m.series.LoadOrStore(key, series{
+			requests: m.requests.WithLabelValues(route, method, strconv.Itoa(status)),
+			duration: m.duration.WithLabelValues(route, method),
+		})
+	}
+	s := sr.(series)
+	s.requests.Inc()
+	s.duration.Observe(d.Seconds())
+}
+
+// seriesKey and series are the label values of a request and the collectors they select.
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 // poolCollector reports database/sql pool statistics of every pool of the store.
