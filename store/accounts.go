@@ -113,9 +113,7 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 	var k keyRow
 	err := s.rd.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(k.dest()...)
 	if err == nil && cacheable {
-		if after, ok := s.cache.version(); ok && after == v {
-			s.cache.put(v, selector, k, "", nil)
-		}
+		s.cache.fill(v, selector, k, "", nil)
 	}
 	return k.caller(s, err, secret)
 }
@@ -157,17 +155,15 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 		err = s.rd.QueryRowContext(ctx, s.q.authGet, id, res.Kind, selector, ep.APIKeys.Kind).
 			Scan(append(k.dest(), &obj.doc, &obj.parent)...)
 		if err == nil && cacheable {
-			if after, ok := s.cache.version(); ok && after == v {
-				var o *cachedObject
-				if obj.doc != nil {
-					obj.account, obj.kind = k.c.AccountID, res.Kind
-					if res.Embeds == nil {
-						obj.rendered = &Rendered{}
-					}
-					o = &obj
+			var o *cachedObject
+			if obj.doc != nil {
+				obj.account, obj.kind = k.c.AccountID, res.Kind
+				if res.Embeds == nil {
+					obj.rendered = &Rendered{}
 				}
-				s.cache.put(v, selector, k, id, o)
+				o = &obj
 			}
+			s.cache.fill(v, selector, k, id, o)
 		}
 	}
 	c, err := k.caller(s, err, secret)

@@ -179,7 +179,15 @@ func (c *readCache) keyAndObject(v walVersion, selector, id string) (keyRow, cac
 	return k, o, ok
 }
 
-// put adds what one query read at version v (the header before and after it); obj may be nil.
+// fill adds what one query read, if the header is still v, the one read before the query: only
+// then is it known which state the query saw. obj may be nil.
+func (c *readCache) fill(v walVersion, selector string, k keyRow, id string, obj *cachedObject) {
+	if after, ok := c.version(); ok && after == v {
+		c.put(v, selector, k, id, obj)
+	}
+}
+
+// put adds what one query read at version v; obj may be nil.
 func (c *readCache) put(v walVersion, selector string, k keyRow, id string, obj *cachedObject) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
