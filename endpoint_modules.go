@@ -461,9 +461,7 @@ func mustExist(op *Op, id, field string, code int, what string, in []*Resource) 
 		if !strings.HasPrefix(id, res.Prefix+"_") {
 			continue
 		}
-		if _, err := op.Tx.Get(res, id); err == nil {
-			return nil
-		} else if !IsNotFound(err) {
+		if ok, err := op.Tx.Exists(res, id); err != nil || ok {
 			return err
 		}
 	}

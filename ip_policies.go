@@ -87,9 +87,9 @@ func (c *IPPolicyRuleCreate) Validate() error {
 
 // Create builds the rule once the policy is found in the caller's account.
 func (c *IPPolicyRuleCreate) Create(op *Op) (Document, error) {
-	if _, err := op.Tx.Get(IPPolicies, *c.IPPolicyID); err != nil {
-		if IsNotFound(err) {
-			return nil, Invalid(CodeIPPolicyMissing, "ip_policy_id", "no IP policy %q in this account", *c.IPPolicyID)
+	if ok, err := op.Tx.Exists(IPPolicies, *c.IPPolicyID); err != nil || !ok {
+		if err == nil {
+			err = Invalid(CodeIPPolicyMissing, "ip_policy_id", "no IP policy %q in this account", *c.IPPolicyID)
 		}
 		return nil, err
 	}

@@ -283,13 +283,11 @@ func certAndPolicy() error {
 }
 
 func findCertificate(op *Op, id string) error {
-	if _, err := op.Tx.Get(TLSCertificates, id); err != nil {
-		if IsNotFound(err) {
-			return Invalid(CodeInvalid, "certificate_id", "no TLS certificate %q in this account", id)
-		}
-		return err
+	ok, err := op.Tx.Exists(TLSCertificates, id)
+	if err == nil && !ok {
+		err = Invalid(CodeInvalid, "certificate_id", "no TLS certificate %q in this account", id)
 	}
-	return nil
+	return err
 }
 
 func domainInUse(id string) *Error {

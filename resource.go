@@ -191,6 +191,9 @@ type Caller struct {
 type Tx interface {
 	// Get returns the object of collection res with the id, or the not-found error.
 	Get(res *Resource, id string) (Document, error)
+	// Exists reports whether the account has an object of collection res with the id. It is
+	// what a rule that only checks an object is there asks: nothing is decoded for it.
+	Exists(res *Resource, id string) (bool, error)
 	// Principal returns the user or bot user with the id, or the not-found error.
 	Principal(id string) (Principal, error)
 	// PutPrincipal creates or replaces a principal of the caller's account.

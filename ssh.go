@@ -230,8 +230,8 @@ func (f *sshCertFields) signRaw(op *Op, host bool, validity time.Duration, criti
 	if !before.After(after) {
 		return "", after, before, Invalid(CodeInvalid, "valid_until", "%s must be after valid_after %s", FormatTime(before), FormatTime(after))
 	}
-	if _, err := op.Tx.Get(SSHCertificateAuthorities, caID); err != nil {
-		if IsNotFound(err) {
+	if ok, err := op.Tx.Exists(SSHCertificateAuthorities, caID); err != nil || !ok {
+		if err == nil {
 			err = Invalid(CodeInvalid, "ssh_certificate_authority_id", "no SSH certificate authority %q in this account", caID)
 		}
 		return "", after, before, err

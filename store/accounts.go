@@ -157,10 +157,7 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 		if err == nil && cacheable {
 			var o *cachedObject
 			if obj.doc != nil {
-				obj.account, obj.kind = k.c.AccountID, res.Kind
-				if res.Embeds == nil {
-					obj.rendered = &Rendered{}
-				}
+				obj = newCachedObject(k.c.AccountID, res, obj.parent, obj.doc)
 				o = &obj
 			}
 			s.cache.fill(v, selector, k, id, o)

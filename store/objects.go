@@ -107,19 +107,28 @@ func (s *Store) load(ctx context.Context, q querier, account string, res *ep.Res
 }
 
 func (s *Store) loadWith(ctx context.Context, q querier, query, account string, res *ep.Resource, parentID, id string, anyParent bool) (ep.Document, row, error) {
-	var r row
-	if !storable(id) || !storable(parentID) {
-		return nil, r, ep.NotFound()
-	}
-	err := q.QueryRowContext(ctx, query, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && res.Parent != nil && !anyParent && r.parent.String != parentID) {
-		return nil, r, ep.NotFound()
-	}
+	r, err := s.loadRow(ctx, q, query, account, res, parentID, id, anyParent)
 	if err != nil {
-		return nil, r, s.classify(err)
+		return nil, r, err
 	}
 	doc, err := decode(res, r.doc)
 	return doc, r, err
+}
+
+// loadRow is load without the decoding.
+func (s *Store) loadRow(ctx context.Context, q querier, query, account string, res *ep.Resource, parentID, id string, anyParent bool) (row, error) {
+	var r row
+	if !storable(id) || !storable(parentID) {
+		return r, ep.NotFound()
+	}
+	err := q.QueryRowContext(ctx, query, id, account, res.Kind).Scan(&r.doc, &r.parent, &r.version)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && res.Parent != nil && !anyParent && r.parent.String != parentID) {
+		return r, ep.NotFound()
+	}
+	if err != nil {
+		return r, s.classify(err)
+	}
+	return r, nil
 }
 
 func decode(res *ep.Resource, body []byte) (ep.Document, error) {
@@ -196,7 +205,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		if res.Parent != nil {
-			if _, err := view.Get(res.Parent, parentID); err != nil {
+			if _, err := view.row(res.Parent, parentID); err != nil {
 				return err
 			}
 		}
@@ -216,6 +225,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		if err != nil {
 			return err
 		}
+		refs := refsOf(d)
 		if _, err := tx.ExecContext(ctx, s.q.insert, id, caller.AccountID, res.Kind, nullable(parent), m.CreatedAt, body); err != nil {
 			return s.classify(err)
 		}
@@ -231,7 +241,7 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 				return err
 			}
 		}
-		if err := s.writeRefs(ctx, tx, caller.AccountID, id, refsOf(d), false); err != nil {
+		if err := s.writeRefs(ctx, tx, caller.AccountID, id, refs, false); err != nil {
 			return err
 		}
 		if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, false); err != nil {
@@ -495,8 +505,37 @@ type txView struct {
 }
 
 func (v *txView) Get(res *ep.Resource, id string) (ep.Document, error) {
-	doc, _, err := v.s.load(v.ctx, v.tx, v.account, res, "", id, true)
-	return doc, err
+	body, err := v.row(res, id)
+	if err != nil {
+		return nil, err
+	}
+	return decode(res, body)
+}
+
+// Exists is Get without the document, which it does not decode.
+func (v *txView) Exists(res *ep.Resource, id string) (bool, error) {
+	_, err := v.row(res, id)
+	if ep.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// row reads the stored document of an object of the account, whatever its parent, from the read
+// cache when the transaction may (writeSet.cached), else from the database, filling the cache.
+func (v *txView) row(res *ep.Resource, id string) ([]byte, error) {
+	if o, ok := v.tx.ws.cached(id); ok {
+		if o.account != v.account || o.kind != res.Kind {
+			return nil, ep.NotFound()
+		}
+		return o.doc, nil
+	}
+	r, err := v.s.loadRow(v.ctx, v.tx, v.s.q.get, v.account, res, "", id, true)
+	if err != nil {
+		return nil, err
+	}
+	v.tx.ws.fill(id, newCachedObject(v.account, res, r.parent, r.doc))
+	return r.doc, nil
 }
 
 // Claimed also share-locks the object holding the claim (on PostgreSQL), so that a delete of it

@@ -3,11 +3,15 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	ep "github.com/edgeplane/edgeplane"
 )
 
 // The read cache (SQLite).
@@ -35,12 +39,33 @@ import (
 //
 // Only SQLite has such a header; on PostgreSQL there is no cache and every request reads the
 // database.
+//
+// This process's own commits. Emptying the cache at every commit would make it useless on a
+// server that is written to all the time (a create authenticates, and most creates check a
+// parent or a referenced object). The committer therefore carries the cache across its own
+// commits: it reads the header after BEGIN, while it holds the write lock and nobody else can
+// commit, notes every object its transaction writes, and after COMMIT reads the header again.
+// SQLite increments the header's change counter by exactly one per commit (and never otherwise),
+// so if the counter advanced by one, the new state is the old one plus this transaction and
+// nothing else; the cache then drops what the transaction wrote and moves to the new header.
+// Any other difference (another process committed in between) empties it as before. While that
+// commit is in flight, readers that already see the new header do not empty the cache either:
+// they read the database, and the committer settles the cache a moment later.
+//
+// Inside a write transaction, an object that no earlier member of the batch wrote is the same as
+// in the state the transaction started from; reads of such objects may be answered from the
+// cache at that state (writeSet.cached), which takes the parent and reference checks of creates
+// off the committer's serial path.
 
 // walHeaderSize is the size of one copy of the wal-index header; two copies start the -shm file.
 const walHeaderSize = 48
 
 // walVersion is a wal-index header, compared as a whole.
 type walVersion [walHeaderSize]byte
+
+// changes is the header's iChange, the counter SQLite increments by one at every commit. The
+// wal-index is shared memory in the machine's byte order.
+func (v walVersion) changes() uint32 { return binary.NativeEndian.Uint32(v[8:12]) }
 
 // Read cache bounds: beyond them an entry is not added (the cache empties at the next commit).
 const (
@@ -54,6 +79,16 @@ type cachedObject struct {
 	parent        sql.NullString
 	doc           []byte
 	rendered      *Rendered
+}
+
+// newCachedObject is the cache entry of an object of collection res read from the database.
+// Objects of collections that embed others get no rendered body: theirs depends on other rows.
+func newCachedObject(account string, res *ep.Resource, parent sql.NullString, doc []byte) cachedObject {
+	o := cachedObject{account: account, kind: res.Kind, parent: parent, doc: doc}
+	if res.Embeds == nil {
+		o.rendered = &Rendered{}
+	}
+	return o
 }
 
 // Rendered is a response body rendered from one cached object by the server, kept with the object
@@ -96,6 +131,10 @@ type readCache struct {
 	ver  walVersion
 	keys map[string]keyRow
 	objs map[string]cachedObject
+	// pending is the write set of the transaction this process's committer is committing, when
+	// it started at ver: until it settles, the cache is not emptied by readers, and it answers
+	// those that already see the commit's header with what the transaction did not write.
+	pending *writeSet
 }
 
 // openReadCache starts the read cache of the SQLite database at path, whose WAL the store's
@@ -153,11 +192,25 @@ func (c *readCache) version() (v walVersion, ok bool) {
 	return walVersion(buf[:walHeaderSize]), true
 }
 
+// at reports whether entries of the cache hold at version v: the cache's own version, or the
+// one right after a commit in flight (pending), for the entries that commit did not write. The
+// caller holds c.mu.
+func (c *readCache) at(v walVersion) (pending *writeSet, ok bool) {
+	if c.ver == v {
+		return nil, true
+	}
+	// The commit in flight is the only one that can follow ver: it holds the write lock.
+	if p := c.pending; p != nil && v.changes() == c.ver.changes()+1 {
+		return p, true
+	}
+	return nil, false
+}
+
 // key returns the API key of selector if it was read at version v.
 func (c *readCache) key(v walVersion, selector string) (keyRow, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.ver != v {
+	if p, ok := c.at(v); !ok || !p.keptKeys() {
 		return keyRow{}, false
 	}
 	k, ok := c.keys[selector]
@@ -168,7 +221,7 @@ func (c *readCache) key(v walVersion, selector string) (keyRow, bool) {
 func (c *readCache) keyAndObject(v walVersion, selector, id string) (keyRow, cachedObject, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if c.ver != v {
+	if p, ok := c.at(v); !ok || !p.keptKeys() || !p.keptObject(id) {
 		return keyRow{}, cachedObject{}, false
 	}
 	k, ok := c.keys[selector]
@@ -187,21 +240,159 @@ func (c *readCache) fill(v walVersion, selector string, k keyRow, id string, obj
 	}
 }
 
-// put adds what one query read at version v; obj may be nil.
+// put adds what one query read at version v; obj may be nil, and so may selector be "".
 func (c *readCache) put(v walVersion, selector string, k keyRow, id string, obj *cachedObject) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ver != v {
+		if c.pending != nil {
+			return // settle decides what of the cache survives the commit in flight
+		}
 		c.ver = v
 		clear(c.keys)
 		clear(c.objs)
 	}
-	if len(c.keys) < maxCachedKeys {
+	if selector != "" && len(c.keys) < maxCachedKeys {
 		c.keys[selector] = k
 	}
 	if obj != nil && len(c.objs) < maxCachedObjects {
 		c.objs[id] = *obj
 	}
+}
+
+// object returns the object with the id if it was read at version v.
+func (c *readCache) object(v walVersion, id string) (cachedObject, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if p, ok := c.at(v); !ok || !p.keptObject(id) {
+		return cachedObject{}, false
+	}
+	o, ok := c.objs[id]
+	return o, ok
+}
+
+// writeSet is what one write transaction of the committer (a batch) changes, as far as the read
+// cache is concerned, and the state it started from.
+type writeSet struct {
+	c *readCache
+	q *queries
+	// ver is the header read after BEGIN, while the transaction holds the write lock; ok is
+	// false when it could not be read, and then the cache is neither used nor carried forward.
+	ver walVersion
+	ok  bool
+	// objs are the ids of the objects written; keys is set when API keys or their owners may
+	// have changed, all when anything else may have (a delete cascades to objects nobody named).
+	objs      []string
+	keys, all bool
+}
+
+// beginWrite starts the write set of a transaction that has just begun and holds the write lock.
+// It is nil without a cache.
+func (c *readCache) beginWrite(q *queries) *writeSet {
+	if c == nil {
+		return nil
+	}
+	v, ok := c.version()
+	return &writeSet{c: c, q: q, ver: v, ok: ok}
+}
+
+// note records what the write statement query with args changes. Statements on tables the cache
+// does not hold change nothing in it; a statement it does not know changes everything.
+func (w *writeSet) note(query string, args []any) {
+	if w == nil {
+		return
+	}
+	q := w.q
+	switch query {
+	case q.insert:
+		// A new object cannot be cached yet, but its id goes all the same, to be sure.
+		w.object(args, 0)
+	case q.update:
+		w.object(args, 1)
+	case q.refsIns, q.refsDel, q.claimIns, q.claimsDel, q.secretIns:
+	case q.tokenIns, q.principalPut, q.principalDel, q.principalIns, q.accountIns:
+		w.keys = true
+	default:
+		w.all = true
+	}
+}
+
+func (w *writeSet) object(args []any, i int) {
+	if id, ok := args[i].(string); ok {
+		w.objs = append(w.objs, id)
+	} else {
+		w.all = true
+	}
+}
+
+// keptKeys reports whether the transaction left every API key as it was; a nil set changes
+// nothing.
+func (w *writeSet) keptKeys() bool { return w == nil || !(w.all || w.keys) }
+
+// keptObject reports whether the transaction left the object with the id as it was.
+func (w *writeSet) keptObject(id string) bool {
+	return w == nil || !(w.all || slices.Contains(w.objs, id))
+}
+
+// cached returns the object with the id as the transaction sees it, if the cache holds it from
+// the state the transaction started in and the transaction has not written it.
+func (w *writeSet) cached(id string) (cachedObject, bool) {
+	if w == nil || !w.ok || !w.keptObject(id) {
+		return cachedObject{}, false
+	}
+	return w.c.object(w.ver, id)
+}
+
+// fill adds an object the transaction read, under the same conditions as cached.
+func (w *writeSet) fill(id string, obj cachedObject) {
+	if w == nil || !w.ok || !w.keptObject(id) {
+		return
+	}
+	w.c.put(w.ver, "", keyRow{}, id, &obj)
+}
+
+// committing says the transaction is about to commit: until settle, readers that see a newer
+// header leave the cache alone.
+func (w *writeSet) committing() {
+	if w == nil || !w.ok {
+		return
+	}
+	w.c.mu.Lock()
+	if w.c.ver == w.ver {
+		w.c.pending = w
+	}
+	w.c.mu.Unlock()
+}
+
+// settle ends a commit that committing announced: committed says whether it succeeded. The cache
+// is carried to the new header when exactly this transaction lies between the two headers;
+// otherwise it is left to go stale.
+func (w *writeSet) settle(committed bool) {
+	if w == nil || !w.ok {
+		return
+	}
+	after, ok := w.c.version()
+	c := w.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending != w {
+		return
+	}
+	c.pending = nil
+	if !committed || !ok || c.ver != w.ver || after.changes() != w.ver.changes()+1 {
+		return
+	}
+	switch {
+	case w.all:
+		clear(c.keys)
+		clear(c.objs)
+	case w.keys:
+		clear(c.keys)
+	}
+	for _, id := range w.objs {
+		delete(c.objs, id)
+	}
+	c.ver = after
 }
 
 func (c *readCache) count(hit bool) {

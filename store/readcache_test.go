@@ -214,3 +214,108 @@ func TestReadCacheOwnWrites(t *testing.T) {
 		t.Fatalf("a store without read cache counted %+v", st)
 	}
 }
+
+// rule creates a rule of the policy through s.
+func (w *cacheWorld) rule(t *testing.T, s *store.Store, policy string) error {
+	t.Helper()
+	cidr, action := "10.0.0.0/8", "allow"
+	_, err := s.Create(context.Background(), w.admin, ep.IPPolicyRules, "", &ep.IPPolicyRuleCreate{CIDR: &cidr, Action: &action, IPPolicyID: &policy})
+	return err
+}
+
+// TestReadCacheCarriedAcrossOwnCommits: a commit of this store's own keeps what it did not write
+// in the cache (a server that is written to all the time still authenticates from memory), drops
+// what it wrote, and a commit of another store in between still empties the cache.
+func TestReadCacheCarriedAcrossOwnCommits(t *testing.T) {
+	w := newCacheWorld(t)
+	ctx := context.Background()
+	if _, err := w.read(t); err != nil {
+		t.Fatal(err)
+	}
+	hitNext := func(what string, want bool) {
+		t.Helper()
+		before := w.a.ReadCacheStats()
+		if _, _, _, err := w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, ""); err != nil {
+			t.Fatal(err)
+		}
+		if hit := w.a.ReadCacheStats().Hits == before.Hits+1; hit != want {
+			t.Fatalf("%s: answered from the cache %v, want %v", what, hit, want)
+		}
+	}
+	// Creates of rules: the policy and the key stay cached.
+	for range 3 {
+		if err := w.rule(t, w.a, w.policy); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hitNext("after own creates", true)
+	before := w.a.ReadCacheStats()
+	if _, err := w.a.Authenticate(ctx, w.selector, w.secret); err != nil {
+		t.Fatal(err)
+	}
+	if w.a.ReadCacheStats().Hits != before.Hits+1 {
+		t.Fatal("the key was not answered from the cache after own creates")
+	}
+
+	// An own update of the policy: its entry goes, and the next read sees the update.
+	desc := "own"
+	if _, err := w.a.Update(ctx, w.admin, ep.IPPolicies, "", w.policy, (&ep.IPPolicyUpdate{AnnotationFields: ep.AnnotationFields{Description: &desc}}).Apply); err != nil {
+		t.Fatal(err)
+	}
+	hitNext("right after an own update of the object", false)
+	if p, err := w.read(t); err != nil || p.Description != "own" {
+		t.Fatalf("after an own update: %+v %v", p, err)
+	}
+
+	// Another store commits, then this one: the cache cannot know what the other wrote.
+	desc = "elsewhere"
+	if _, err := w.b.Update(ctx, w.admin, ep.IPPolicies, "", w.policy, (&ep.IPPolicyUpdate{AnnotationFields: ep.AnnotationFields{Description: &desc}}).Apply); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.rule(t, w.a, w.policy); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := w.read(t); err != nil || p.Description != "elsewhere" {
+		t.Fatalf("after another store's update and an own create: %+v %v", p, err)
+	}
+
+	// An own delete of the API key: refused at once.
+	if err := w.a.Delete(ctx, w.admin, ep.APIKeys, "", w.keyID(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.a.Authenticate(ctx, w.selector, w.secret)
+	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
+	wantCode(t, err, 401, ep.CodeAuthUnknown)
+}
+
+// TestCreateChecksAgainstTheDatabaseAfterAnotherStore: a create's check of the object it names
+// may be answered from the cache only at the state the create's transaction starts from; after
+// another store deleted the policy the cache still holds, the create is refused.
+func TestCreateChecksAgainstTheDatabaseAfterAnotherStore(t *testing.T) {
+	w := newCacheWorld(t)
+	ctx := context.Background()
+	if err := w.rule(t, w.a, w.policy); err != nil { // the policy is cached by the check
+		t.Fatal(err)
+	}
+	if _, err := w.read(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.b.Delete(ctx, w.admin, ep.IPPolicies, "", w.policy); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, w.rule(t, w.a, w.policy), 400, ep.CodeIPPolicyMissing)
+	// And through the same store: its own delete, then a create.
+	desc := "second"
+	pol, err := w.a.Create(ctx, w.admin, ep.IPPolicies, "", &ep.IPPolicyCreate{AnnotationFields: ep.AnnotationFields{Description: &desc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.rule(t, w.a, pol.Base().ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.a.Delete(ctx, w.admin, ep.IPPolicies, "", pol.Base().ID); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, w.rule(t, w.a, pol.Base().ID), 400, ep.CodeIPPolicyMissing)
+}

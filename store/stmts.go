@@ -100,6 +100,8 @@ type wtx struct {
 	stmts stmtSet
 	// member is set while a member of a batch runs; saved once its savepoint is open.
 	member, saved bool
+	// ws records what the transaction writes, for the read cache (nil without one).
+	ws *writeSet
 }
 
 func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
@@ -123,6 +125,7 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 		}
 		t.saved = true
 	}
+	t.ws.note(q, args)
 	return t.exec(ctx, q, args...)
 }
 

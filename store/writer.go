@@ -184,19 +184,27 @@ func (c *committer) alone(r *txRequest) error {
 	if err != nil {
 		return c.s.classify(err)
 	}
-	t := &wtx{tx: tx, stmts: c.s.wstmts}
+	t := &wtx{tx: tx, stmts: c.s.wstmts, ws: c.s.cache.beginWrite(&c.s.q)}
 	if err := c.call(r, t); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
-	return c.s.classify(tx.Commit())
+	return c.commit(tx, t.ws)
+}
+
+// commit commits the transaction, carrying the read cache across it (readcache.go).
+func (c *committer) commit(tx *sql.Tx, ws *writeSet) error {
+	ws.committing()
+	err := tx.Commit()
+	ws.settle(err == nil)
+	return c.s.classify(err)
 }
 
 // together runs the requests in one transaction, each in a savepoint, and commits them at once.
 //
 // A member's savepoint is opened lazily, by its first write (wtx.ExecContext): a member that
-// fails before writing anything (a lookup that finds nothing, a validation rule) needs none. A
-// member that succeeds releases it (leaving savepoints open made every later page write check
+// fails before writing anything (a lookup that finds nothing, a validation rule) needs none.
+// A member that succeeds releases it (leaving savepoints open made every later page write check
 // them all, which cost more than the RELEASE).
 func (c *committer) together(batch []*txRequest) {
 	ctx := context.Background()
@@ -208,13 +216,14 @@ func (c *committer) together(batch []*txRequest) {
 		}
 		return
 	}
+	ws := c.s.cache.beginWrite(&c.s.q)
 	ok := make([]*txRequest, 0, len(batch))
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.done <- c.s.classify(err)
 			continue
 		}
-		t := &wtx{tx: tx, stmts: c.s.wstmts, member: true}
+		t := &wtx{tx: tx, stmts: c.s.wstmts, member: true, ws: ws}
 		if err := c.call(r, t); err != nil {
 			if t.saved {
 				if _, rbErr := t.exec(ctx, spRollback); rbErr != nil {
@@ -235,7 +244,7 @@ func (c *committer) together(batch []*txRequest) {
 		}
 		ok = append(ok, r)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := c.commit(tx, ws); err != nil {
 		// Nothing of the batch was written: each member gets the answer of its own transaction.
 		for _, r := range ok {
 			r.done <- c.alone(r)
