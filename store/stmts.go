@@ -98,8 +98,9 @@ func (r *reader) ExecContext(ctx context.Context, q string, args ...any) (sql.Re
 type wtx struct {
 	tx    *sql.Tx
 	stmts stmtSet
-	// member is set while a member of a batch runs; saved once its savepoint is open.
-	member, saved bool
+	// member is set while a member of a batch runs; saved once its savepoint is open; bare once
+	// it has written without one (ExecLast).
+	member, saved, bare bool
 	// ws records what the transaction writes, for the read cache (nil without one).
 	ws *writeSet
 }
@@ -127,6 +128,24 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 	}
 	t.ws.note(q, args)
 	return t.exec(ctx, q, args...)
+}
+
+// ExecLast runs the last write statement of the transaction's function, after which nothing in
+// it can fail. When it is also the first, a batch member needs no savepoint: a statement that
+// fails leaves nothing behind (SQLite undoes it), and one that succeeds is kept. That saves two
+// statements on the committer's serial path for the commonest write, a create of a plain object.
+// Should the function fail after all, the committer cannot undo the write alone and runs the
+// batch again, each member in a transaction of its own (see together).
+func (t *wtx) ExecLast(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if !t.member || t.saved {
+		return t.ExecContext(ctx, q, args...)
+	}
+	t.ws.note(q, args)
+	res, err := t.exec(ctx, q, args...)
+	if err == nil {
+		t.bare = true
+	}
+	return res, err
 }
 
 func (t *wtx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {

@@ -203,7 +203,8 @@ func (c *committer) commit(tx *sql.Tx, ws *writeSet) error {
 // together runs the requests in one transaction, each in a savepoint, and commits them at once.
 //
 // A member's savepoint is opened lazily, by its first write (wtx.ExecContext): a member that
-// fails before writing anything (a lookup that finds nothing, a validation rule) needs none.
+// fails before writing anything (a lookup that finds nothing, a validation rule) needs none, and
+// neither does one whose only write is its last (wtx.ExecLast), like a create of a plain object.
 // A member that succeeds releases it (leaving savepoints open made every later page write check
 // them all, which cost more than the RELEASE).
 func (c *committer) together(batch []*txRequest) {
@@ -225,6 +226,12 @@ func (c *committer) together(batch []*txRequest) {
 		}
 		t := &wtx{tx: tx, stmts: c.s.wstmts, member: true, ws: ws}
 		if err := c.call(r, t); err != nil {
+			if t.bare {
+				// It wrote without a savepoint (ExecLast) and failed afterwards: its write
+				// cannot be taken back alone.
+				c.abandon(tx, append(ok, batch[i:]...))
+				return
+			}
 			if t.saved {
 				if _, rbErr := t.exec(ctx, spRollback); rbErr != nil {
 					// SQLite rolled the whole transaction back itself (a full disk, an I/O

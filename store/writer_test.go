@@ -144,6 +144,70 @@ func TestBatchTransactionLost(t *testing.T) {
 	}
 }
 
+func insertLast(k string, calls *int) txFunc {
+	return func(ctx context.Context, tx *wtx) error {
+		*calls++
+		_, err := tx.ExecLast(ctx, `INSERT INTO scratch (k) VALUES (?)`, k)
+		return err
+	}
+}
+
+// A member whose only write (ExecLast, no savepoint) fails leaves nothing behind, because SQLite
+// undoes the failed statement: only it fails, and the batch is not run again.
+func TestBatchLastWriteFails(t *testing.T) {
+	s := openCommitTest(t)
+	calls := make([]int, 3)
+	errs := runBatch(s, insertLast("a", &calls[0]), insertLast("a", &calls[1]), insertLast("b", &calls[2]))
+	if errs[0] != nil || errs[1] == nil || !s.d.uniqueViolation(errs[1]) || errs[2] != nil {
+		t.Fatalf("answers %v", errs)
+	}
+	if got := keys(t, s); got != "a,b" {
+		t.Fatalf("rows %q, want a,b", got)
+	}
+	if calls[0] != 1 || calls[1] != 1 || calls[2] != 1 {
+		t.Fatalf("calls %v, want each member run once", calls)
+	}
+}
+
+// A member that fails after a write without a savepoint cannot be undone alone: the batch is
+// rolled back and every member runs again in a transaction of its own, so the failing one writes
+// nothing and the others commit exactly once. The same holds when it writes again after its
+// "last" write.
+func TestBatchFailsAfterBareWrite(t *testing.T) {
+	for name, failing := range map[string]txFunc{
+		"fails after its last write": func(ctx context.Context, tx *wtx) error {
+			if _, err := tx.ExecLast(ctx, `INSERT INTO scratch (k) VALUES ('b')`); err != nil {
+				return err
+			}
+			return errRule
+		},
+		"writes after its last write": func(ctx context.Context, tx *wtx) error {
+			if _, err := tx.ExecLast(ctx, `INSERT INTO scratch (k) VALUES ('b')`); err != nil {
+				return err
+			}
+			if err := insertKey("b2")(ctx, tx); err != nil {
+				return err
+			}
+			return errRule
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openCommitTest(t)
+			calls := make([]int, 2)
+			errs := runBatch(s, insertLast("a", &calls[0]), failing, insertLast("c", &calls[1]))
+			if errs[0] != nil || !errors.Is(errs[1], errRule) || errs[2] != nil {
+				t.Fatalf("answers %v", errs)
+			}
+			if got := keys(t, s); got != "a,c" {
+				t.Fatalf("rows %q, want a,c", got)
+			}
+			if calls[0] != 2 || calls[1] != 1 {
+				t.Fatalf("calls %v, want the first member run again alone and the last run once", calls)
+			}
+		})
+	}
+}
+
 // A member that fails before writing needs no savepoint and does not disturb the others.
 func TestBatchMemberFailsBeforeWriting(t *testing.T) {
 	s := openCommitTest(t)
