@@ -108,15 +108,23 @@ var (
 	poolWaitTime = prometheus.NewDesc("edgeplane_db_wait_seconds_total", "Time spent waiting for database connections.", []string{"pool"}, nil)
 	cacheReads   = prometheus.NewDesc("edgeplane_read_cache_total",
 		"Authentications and reads by id the SQLite read cache answered (result=hit) or sent to the database (result=miss).", []string{"result"}, nil)
+	writeBatches = prometheus.NewDesc("edgeplane_write_batches_total",
+		"SQLite: transactions the group committer ran; each commits the writes of the requests that were waiting together.", nil, nil)
+	writeTxs = prometheus.NewDesc("edgeplane_write_transactions_total",
+		"SQLite: write transactions of requests the group committer ran; divided by edgeplane_write_batches_total, the average batch.", nil, nil)
 )
 
-// readCacheStatser is what the metrics need of a store with a read cache.
+// readCacheStatser and commitStatser are what the metrics need of a SQLite store.
 type readCacheStatser interface {
 	ReadCacheStats() store.ReadCacheStats
 }
 
+type commitStatser interface {
+	CommitStats() store.CommitStats
+}
+
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads} {
+	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads, writeBatches, writeTxs} {
 		ch <- d
 	}
 }
@@ -134,5 +142,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		st := rc.ReadCacheStats()
 		ch <- prometheus.MustNewConstMetric(cacheReads, prometheus.CounterValue, float64(st.Hits), "hit")
 		ch <- prometheus.MustNewConstMetric(cacheReads, prometheus.CounterValue, float64(st.Misses), "miss")
+	}
+	if cs, ok := c.pools.(commitStatser); ok {
+		st := cs.CommitStats()
+		ch <- prometheus.MustNewConstMetric(writeBatches, prometheus.CounterValue, float64(st.Batches))
+		ch <- prometheus.MustNewConstMetric(writeTxs, prometheus.CounterValue, float64(st.Requests))
 	}
 }

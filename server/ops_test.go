@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testdb"
 	"github.com/edgeplane/edgeplane/server"
 )
 
@@ -29,6 +30,22 @@ func scrape(t *testing.T, e *env) string {
 	return string(body)
 }
 
+// metricValue is the value of an unlabelled series in an exposition.
+func metricValue(t *testing.T, exposition, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(exposition) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}
+
 func TestMetrics(t *testing.T) {
 	e := newEnvConfig(t, server.Config{Metrics: pendingMetrics, MetricsOnMain: true, RateLimit: server.RateLimit{Requests: 2, Per: time.Hour}}) // unmatched paths spend no tokens
 	id := e.do(e.admin.token, "POST", "/ip_policies", nil).must(t, 201).str("id")
@@ -47,11 +64,17 @@ func TestMetrics(t *testing.T) {
 		`edgeplane_db_connections_open{pool=`,
 		`edgeplane_read_cache_total{result="hit"}`,
 		`edgeplane_read_cache_total{result="miss"}`,
+		`edgeplane_write_batches_total `,
+		`edgeplane_write_transactions_total `,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+	// On SQLite the POST went through the group committer, in a batch.
+	if testdb.Engine() == "sqlite" && (metricValue(t, m, "edgeplane_write_transactions_total") < 1 || metricValue(t, m, "edgeplane_write_batches_total") < 1) {
+		t.Error("the group commit counters did not count the POST")
 	}
 	if strings.Contains(m, id) || strings.Contains(m, e.admin.token) {
 		t.Fatal("metrics carry an object id or a token in a label")

@@ -406,6 +406,10 @@ func (b *runner) measureAll(ctx context.Context, engine, scenario, family string
 		all = append([]contender{{"baseline", b.base, b.baseWL[family]}}, cs...)
 	}
 	samples := make([]sample, len(all))
+	before := make([]storeCounters, len(cs))
+	for i, c := range cs {
+		before[i], _ = c.srv.counters()
+	}
 	for i := range rounds {
 		for k := range all {
 			j := (i + k) % len(all) // rotate which goes first, so a drift of the load evens out
@@ -427,12 +431,16 @@ func (b *runner) measureAll(ctx context.Context, engine, scenario, family string
 		es := samples[i]
 		r := row{engine: engine, server: c.server, scenario: scenario, family: family, conc: conc, s: es, base: base}
 		b.rows = append(b.rows, r)
+		store := ""
+		if after, ok := c.srv.counters(); ok {
+			store = after.since(before[i])
+		}
 		ratio := ""
 		if base != nil && base.rps() > 0 {
 			ratio = fmt.Sprintf("(%.0f%% of baseline %.0f req/s, p99 %.2f×)", 100*es.rps()/base.rps(), base.rps(), float64(es.p99)/float64(max(1, base.p99)))
 		}
-		logf("%-8s %-28s %-58s c=%-3d %8.0f req/s  p50 %7s  p99 %7s  cpu %6s/req  rss %4d MB  errors %d %s %s",
-			engine, c.server, scenario, conc, es.rps(), fmtDur(es.p50), fmtDur(es.p99), fmtDur(es.cpuPerReq()), es.peakRSS>>20, es.errors, ratio, es.firstErr)
+		logf("%-8s %-28s %-58s c=%-3d %8.0f req/s  p50 %7s  p99 %7s  cpu %6s/req  rss %4d MB  errors %d %s %s %s",
+			engine, c.server, scenario, conc, es.rps(), fmtDur(es.p50), fmtDur(es.p99), fmtDur(es.cpuPerReq()), es.peakRSS>>20, es.errors, ratio, store, es.firstErr)
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -166,4 +168,58 @@ func tail(path string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// storeCounters are counters of an edgeplane server's store, from its metrics: group commit
+// batches and the write transactions in them, and read cache hits and misses (SQLite only).
+type storeCounters struct{ batches, writes, hits, misses float64 }
+
+// counters scrapes the store counters; ok is false when the server exposes none.
+func (c *child) counters() (sc storeCounters, ok bool) {
+	// net/http's client: the exposition is chunked, which the load generator's client refuses.
+	res, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		return sc, false
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != 200 {
+		return sc, false
+	}
+	for line := range strings.Lines(string(body)) {
+		name, value, found := strings.Cut(strings.TrimSpace(line), " ")
+		if !found {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "edgeplane_write_batches_total":
+			dst = &sc.batches
+		case "edgeplane_write_transactions_total":
+			dst = &sc.writes
+		case `edgeplane_read_cache_total{result="hit"}`:
+			dst = &sc.hits
+		case `edgeplane_read_cache_total{result="miss"}`:
+			dst = &sc.misses
+		default:
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			*dst, ok = v, true
+		}
+	}
+	return sc, ok
+}
+
+// since says what happened between two scrapes: the average group commit batch and the share
+// of read cache hits, where there was any.
+func (sc storeCounters) since(before storeCounters) string {
+	var parts []string
+	if b := sc.batches - before.batches; b > 0 {
+		parts = append(parts, fmt.Sprintf("batch %.1f", (sc.writes-before.writes)/b))
+	}
+	if n := sc.hits - before.hits + sc.misses - before.misses; n > 0 {
+		parts = append(parts, fmt.Sprintf("cache hits %.0f%%", 100*(sc.hits-before.hits)/n))
+	}
+	return strings.Join(parts, ", ")
 }
