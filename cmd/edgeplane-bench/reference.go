@@ -12,12 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/serving"
 	"github.com/edgeplane/edgeplane/server"
 	"github.com/edgeplane/edgeplane/store"
 )
 
 // referenceServer serves the API the way `edgeplane serve` does (the same store and server
-// packages, HTTP timeouts and request log), with store options the command line does not offer:
+// packages, HTTP timeouts, request log and garbage collector setting), with store options the command line does not offer:
 // the durability rows compare group commit with one transaction per create on the same harness.
 // With -cpuprofile it also writes a CPU profile of its whole life, for perf work.
 func referenceServer(args []string) error {
@@ -55,7 +56,10 @@ func referenceServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	serving.SetGC()
+	logOut := serving.NewLogWriter(os.Stderr)
+	defer logOut.Close()
+	log := slog.New(slog.NewTextHandler(logOut, nil))
 	srv := &http.Server{
 		// Metrics on the main listener, as edgeplane serve has them by default.
 		Handler: server.New(st, server.Config{BaseURL: "http://" + ln.Addr().String(), Logger: log,

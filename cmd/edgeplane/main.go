@@ -28,6 +28,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/serving"
 	"github.com/edgeplane/edgeplane/server"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -44,11 +45,6 @@ const (
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	shutdownTimeout   = 15 * time.Second
-	// defaultGCPercent is serve's garbage collector target unless GOGC is set. The server's live
-	// heap is a few megabytes, so Go's default of 100 collected dozens of times a second under
-	// load; 400 took about a tenth off the CPU of a create for some 20 MB more memory (measured
-	// with edgeplane-bench; README, Performance).
-	defaultGCPercent = 400
 	// defaultMaxConnections bounds concurrent client connections (--max-connections).
 	defaultMaxConnections = 1024
 )
@@ -300,10 +296,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", *baseURL)
 		}
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
-	logOut := newBatchWriter(stderr)
+	serving.SetGC()
+	logOut := serving.NewLogWriter(stderr)
 	defer logOut.Close()
 	log, err := newLogger(logOut, *logFormat, *logLevel)
 	if err != nil {

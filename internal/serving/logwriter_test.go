@@ -1,4 +1,4 @@
-package main
+package serving
 
 import (
 	"bytes"
@@ -31,9 +31,9 @@ func (l *lockedBuffer) snapshot() (string, int) {
 
 // Every line of concurrent loggers arrives whole, each logger's in its order, also past the
 // buffer's bound; a busy logger's lines are written in a few writes, not one each.
-func TestBatchWriterKeepsEveryLineInOrder(t *testing.T) {
+func TestLogWriterKeepsEveryLineInOrder(t *testing.T) {
 	dst := &lockedBuffer{}
-	w := newBatchWriter(dst)
+	w := NewLogWriter(dst)
 	const loggers, lines = 8, 2000
 	pad := strings.Repeat("x", 600) // 8×2000×600 bytes: the buffer fills up and is flushed by writers too
 	var wg sync.WaitGroup
@@ -73,9 +73,9 @@ func TestBatchWriterKeepsEveryLineInOrder(t *testing.T) {
 
 // A steady logger, a line every 50µs like a busy server's requests, is written about once per
 // logInterval, not once per line.
-func TestBatchWriterGroupsASteadyLogger(t *testing.T) {
+func TestLogWriterGroupsASteadyLogger(t *testing.T) {
 	dst := &lockedBuffer{}
-	w := newBatchWriter(dst)
+	w := NewLogWriter(dst)
 	const lines = 2000
 	for i := range lines {
 		fmt.Fprintf(w, "line=%d\n", i)
@@ -94,9 +94,9 @@ func TestBatchWriterGroupsASteadyLogger(t *testing.T) {
 
 // A line of an idle server is written without waiting for more, and lines after Close are
 // written directly.
-func TestBatchWriterWritesPromptly(t *testing.T) {
+func TestLogWriterWritesPromptly(t *testing.T) {
 	dst := &lockedBuffer{}
-	w := newBatchWriter(dst)
+	w := NewLogWriter(dst)
 	fmt.Fprintln(w, "first")
 	deadline := time.Now().Add(5 * time.Second)
 	for {

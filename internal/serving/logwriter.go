@@ -1,12 +1,29 @@
-package main
+// Package serving holds the process settings that "edgeplane serve" and the benchmark's reference
+// server share, so that what the benchmark profiles is what serve runs.
+package serving
 
 import (
 	"io"
+	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 )
 
-// batchWriter writes the log lines of a busy server in batches. A server answering thousands of
+// DefaultGCPercent is the garbage collector target of a server unless GOGC is set. The server's
+// live heap is a few megabytes, so Go's default of 100 collected dozens of times a second under
+// load; 400 took about a tenth off the CPU of a create for some 20 MB more memory (measured with
+// edgeplane-bench; README, Performance).
+const DefaultGCPercent = 400
+
+// SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise.
+func SetGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(DefaultGCPercent)
+	}
+}
+
+// LogWriter writes the log lines of a busy server in batches. A server answering thousands of
 // requests a second logs a line for each; one write system call per line was a tenth of the CPU
 // of a create (measured with edgeplane-bench). Here a line is appended to a buffer, and a
 // goroutine writes everything that arrived since its previous write with one call, and writes
@@ -16,7 +33,7 @@ import (
 // Lines are written whole and in the order they were logged. Close writes what is left. Lines
 // still in the buffer when the process is killed are lost: those of the last moments, on a busy
 // server a few milliseconds at most.
-type batchWriter struct {
+type LogWriter struct {
 	w io.Writer
 	// wmu serialises the writes to w, so that a writer that flushes itself (the buffer is full)
 	// and the goroutine never reorder lines.
@@ -29,22 +46,23 @@ type batchWriter struct {
 	done   chan struct{}
 }
 
-// logInterval is the shortest time between two writes of a batchWriter: a line waits at most
+// logInterval is the shortest time between two writes of a LogWriter: a line waits at most
 // that long, and a busy server writes its log at most a thousand times a second.
 const logInterval = time.Millisecond
 
-// maxLogBuffer is how much a batchWriter holds before a writer writes the buffer itself, so that
+// maxLogBuffer is how much a LogWriter holds before a writer writes the buffer itself, so that
 // a log destination slower than the logging cannot grow the buffer without bound.
 const maxLogBuffer = 1 << 20
 
-func newBatchWriter(w io.Writer) *batchWriter {
-	b := &batchWriter{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// NewLogWriter starts a LogWriter writing to w; Close stops it.
+func NewLogWriter(w io.Writer) *LogWriter {
+	b := &LogWriter{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go b.loop()
 	return b
 }
 
 // Write takes one log line (slog writes each record with one call).
-func (b *batchWriter) Write(p []byte) (int, error) {
+func (b *LogWriter) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -69,7 +87,7 @@ func (b *batchWriter) Write(p []byte) (int, error) {
 
 // flush writes what is buffered; spare is a buffer to continue with. It returns the buffer
 // written, for reuse.
-func (b *batchWriter) flush(spare []byte) []byte {
+func (b *LogWriter) flush(spare []byte) []byte {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
 	b.mu.Lock()
@@ -82,7 +100,7 @@ func (b *batchWriter) flush(spare []byte) []byte {
 	return out
 }
 
-func (b *batchWriter) loop() {
+func (b *LogWriter) loop() {
 	defer close(b.done)
 	var spare []byte
 	for range b.wake {
@@ -94,7 +112,7 @@ func (b *batchWriter) loop() {
 }
 
 // Close writes what is buffered; later lines are written directly.
-func (b *batchWriter) Close() error {
+func (b *LogWriter) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
