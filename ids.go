@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/binary"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +44,22 @@ func NewKSUID() ksuid.KSUID {
 func NewID(prefix string) (string, time.Time) {
 	k := NewKSUID()
 	return prefix + "_" + k.String(), k.Time()
+}
+
+// NewOperationID returns the id of one API operation (the Ngrok-Operation-Id header and the
+// operation_id of error bodies and log lines): "op_" and a KSUID of the current time. Unlike
+// object ids it needs neither ordering nor unpredictability, only to be unique, so its payload
+// comes from the runtime's fast per-thread generator instead of the operating system's (a system
+// call on every request otherwise).
+func NewOperationID() string {
+	var payload [16]byte // a KSUID payload
+	binary.LittleEndian.PutUint64(payload[:8], mrand.Uint64())
+	binary.LittleEndian.PutUint64(payload[8:], mrand.Uint64())
+	k, err := ksuid.FromParts(time.Now(), payload[:])
+	if err != nil { // only for a payload of the wrong size
+		panic(err)
+	}
+	return "op_" + k.String()
 }
 
 // ValidID reports whether s has the shape of an id with the given prefix: the prefix, an

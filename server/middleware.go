@@ -54,7 +54,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 		s.metrics.inFlight.Inc()
 		defer s.metrics.inFlight.Dec()
 	}
-	id, _ := ep.NewID("op")
+	id := ep.NewOperationID()
 	info := &opInfo{id: id}
 	w.Header().Set("Ngrok-Operation-Id", id)
 	sw := &statusWriter{ResponseWriter: w}
