@@ -104,8 +104,8 @@ func callerOf(r *http.Request) ep.Caller {
 // parses the token and hands it on as a credential, and next must call admit with the result.
 func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
-		defer cancel()
+		ctx, release := withLazyDeadline(r.Context(), time.Now().Add(s.timeout))
+		defer release()
 		r = r.WithContext(ctx)
 		if err := checkVersion(r); err != nil {
 			s.fail(w, r, err)
