@@ -87,6 +87,13 @@ func NotFound() *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Msg: defaultNotFoundMessage}
 }
 
+// Unavailable is the error of a request the database could not serve in time: 503
+// ERR_NGROK_9000, which tells clients to try again.
+func Unavailable() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+		Msg: "The database is unavailable; try again shortly."}
+}
+
 // IsNotFound reports whether err is the not-found error.
 func IsNotFound(err error) bool {
 	var e *Error

@@ -116,6 +116,18 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 			s.admit(w, r, ep.Caller{}, err)
 			return
 		}
+		if s.gate != nil {
+			// Beyond the database's connections, requests wait here in arrival order (a
+			// channel's waiting senders are served first come, first served), not in
+			// database/sql, which serves its waiters at random.
+			select {
+			case s.gate <- struct{}{}:
+				defer func() { <-s.gate }()
+			case <-ctx.Done():
+				s.fail(w, r, ep.Unavailable())
+				return
+			}
+		}
 		if fused {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, credentialKey, cred)))
 			return

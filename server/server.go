@@ -56,6 +56,8 @@ type Server struct {
 	metrics *Metrics
 	cors    *cors
 	limiter *limiter
+	// gate queues API requests in arrival order beyond the store's ConnLimit (nil: no limit).
+	gate    chan struct{}
 	routes  []route
 	openAPI []byte
 }
@@ -74,6 +76,9 @@ func New(st *store.Store, cfg Config) *Server {
 		s.timeout = DefaultRequestTimeout
 	}
 	s.metrics, s.cors, s.limiter = cfg.Metrics, newCORS(cfg.CORSOrigins), newLimiter(cfg.RateLimit)
+	if st != nil && st.ConnLimit() > 0 { // the fuzz targets build a server without a store
+		s.gate = make(chan struct{}, st.ConnLimit())
+	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)

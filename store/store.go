@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -206,6 +205,19 @@ func (s *Store) PoolStats() map[string]sql.DBStats {
 	return map[string]sql.DBStats{"writer": s.w.Stats(), "reader": s.r.Stats()}
 }
 
+// ConnLimit is how many requests may use the database at once without waiting inside
+// database/sql for a connection: the pool size on PostgreSQL, where every request holds a pooled
+// connection while it queries; 0 on SQLite, where writes queue in the committer and reads of
+// unchanged data are answered from memory. database/sql hands a freed connection to a random
+// waiter, so under more concurrent requests than connections some wait far longer than others;
+// the server queues requests beyond this limit in arrival order instead (server.Server.gate).
+func (s *Store) ConnLimit() int {
+	if s.commit != nil {
+		return 0
+	}
+	return s.w.Stats().MaxOpenConnections
+}
+
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	return s.classify(s.r.PingContext(ctx))
@@ -366,8 +378,7 @@ func (s *Store) classify(err error) error {
 		return errRetry // a deadlock or serialization failure: the engine rolled back; start over
 	}
 	if s.d.unavailable(err) || errors.Is(err, context.DeadlineExceeded) {
-		return &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeUnavailable,
-			Msg: "The database is unavailable; try again shortly."}
+		return ep.Unavailable()
 	}
 	return err
 }

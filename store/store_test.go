@@ -525,3 +525,22 @@ func TestOutage(t *testing.T) {
 	}
 	mustCreate(t, s, a, widget{})
 }
+
+// ConnLimit is the PostgreSQL pool's size, for the server's arrival-order queue in front of it,
+// and 0 on SQLite, which needs none.
+func TestConnLimit(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		s, err := store.OpenWith(context.Background(), dsn, store.Options{MaxConns: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		want := 0
+		if store.IsPostgres(dsn) {
+			want = 5
+		}
+		if got := s.ConnLimit(); got != want {
+			t.Fatalf("ConnLimit %d, want %d", got, want)
+		}
+	})
+}

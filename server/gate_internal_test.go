@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// gateServer is a server whose gate holds one request, with a key to call it with. The gate is
+// set by hand: on SQLite the store asks for none (ConnLimit 0), on PostgreSQL it is the pool size.
+func gateServer(t *testing.T, timeout time.Duration) (*Server, string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "gate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	admin, _, err := st.EnsureAccount(ctx, "gate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := st.Create(ctx, admin, ep.APIKeys, "", &ep.APIKeyCreate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ConnLimit() != 0 {
+		t.Fatalf("SQLite asks for a gate of %d", st.ConnLimit())
+	}
+	s := New(st, Config{RequestTimeout: timeout})
+	s.gate = make(chan struct{}, 1)
+	return s, *key.(*ep.APIKey).Token
+}
+
+func gateRequest(token string, i int) *http.Request {
+	r := httptest.NewRequest("GET", "/gated", nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Ngrok-Version", "2")
+	r.Header.Set("X-Test-Index", strconv.Itoa(i))
+	return r
+}
+
+// Requests beyond the gate are let through in the order they arrived.
+func TestGateQueuesInArrivalOrder(t *testing.T) {
+	s, token := gateServer(t, 10*time.Second)
+	var (
+		mu    sync.Mutex
+		order []int
+	)
+	h := s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, _ := strconv.Atoi(r.Header.Get("X-Test-Index"))
+		mu.Lock()
+		order = append(order, i)
+		mu.Unlock()
+	}), false)
+	s.gate <- struct{}{} // the one place is taken
+	var wg sync.WaitGroup
+	const n = 6
+	for i := range n {
+		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), gateRequest(token, i)) })
+		time.Sleep(30 * time.Millisecond) // each waits at the gate before the next arrives
+	}
+	<-s.gate
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("let through in the order %v, want arrival order", order)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("%d of %d requests got through", len(order), n)
+	}
+}
+
+// A request that waits at the gate past its deadline is answered 503 ERR_NGROK_9000, and nothing
+// runs for it.
+func TestGateDeadline(t *testing.T) {
+	s, token := gateServer(t, 50*time.Millisecond)
+	ran := false
+	h := s.authenticated(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }), false)
+	s.gate <- struct{}{}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, gateRequest(token, 0))
+	var body struct {
+		ErrorCode string `json:"error_code"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != http.StatusServiceUnavailable || body.ErrorCode != "ERR_NGROK_9000" || ran {
+		t.Fatalf("status %d, body %s, handler ran %v", rec.Code, rec.Body, ran)
+	}
+}
