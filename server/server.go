@@ -76,8 +76,10 @@ func New(st *store.Store, cfg Config) *Server {
 		s.timeout = DefaultRequestTimeout
 	}
 	s.metrics, s.cors, s.limiter = cfg.Metrics, newCORS(cfg.CORSOrigins), newLimiter(cfg.RateLimit)
-	if st != nil && st.ConnLimit() > 0 { // the fuzz targets build a server without a store
-		s.gate = make(chan struct{}, st.ConnLimit())
+	if st != nil { // the fuzz targets build a server without a store
+		if n := st.ConnLimit(); n > 0 {
+			s.gate = make(chan struct{}, n)
+		}
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("GET /healthz", s.healthz)

@@ -334,10 +334,14 @@ func (w *writeSet) keptObject(id string) bool {
 	return w == nil || !(w.all || slices.Contains(w.objs, id))
 }
 
+// mayUse reports whether the cache's entry for the object with the id, at the state the
+// transaction started in, is also what the transaction sees now.
+func (w *writeSet) mayUse(id string) bool { return w != nil && w.ok && w.keptObject(id) }
+
 // cached returns the object with the id as the transaction sees it, if the cache holds it from
 // the state the transaction started in and the transaction has not written it.
 func (w *writeSet) cached(id string) (cachedObject, bool) {
-	if w == nil || !w.ok || !w.keptObject(id) {
+	if !w.mayUse(id) {
 		return cachedObject{}, false
 	}
 	return w.c.object(w.ver, id)
@@ -345,7 +349,7 @@ func (w *writeSet) cached(id string) (cachedObject, bool) {
 
 // fill adds an object the transaction read, under the same conditions as cached.
 func (w *writeSet) fill(id string, obj cachedObject) {
-	if w == nil || !w.ok || !w.keptObject(id) {
+	if !w.mayUse(id) {
 		return
 	}
 	w.c.put(w.ver, "", keyRow{}, id, &obj)
