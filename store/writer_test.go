@@ -54,6 +54,14 @@ func keys(t *testing.T, s *Store) string {
 	return strings.Join(out, ",")
 }
 
+// wantRows requires the scratch table to hold exactly the keys want, comma-separated in order.
+func wantRows(t *testing.T, s *Store, want string) {
+	t.Helper()
+	if got := keys(t, s); got != want {
+		t.Fatalf("rows %q, want %s", got, want)
+	}
+}
+
 // runBatch runs the functions as one batch and returns each one's answer.
 func runBatch(s *Store, fns ...txFunc) []error {
 	batch := make([]*txRequest, len(fns))
@@ -87,9 +95,7 @@ func TestBatchMemberFailsAfterWriting(t *testing.T) {
 	if errs[0] != nil || !errors.Is(errs[1], errRule) || errs[2] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,c" {
-		t.Fatalf("rows %q, want a,c", got)
-	}
+	wantRows(t, s, "a,c")
 }
 
 // A constraint violation of one member (here a duplicate key, from an earlier member of the same
@@ -107,9 +113,7 @@ func TestBatchConstraintIsolation(t *testing.T) {
 	if errs[0] != nil || errs[1] == nil || !s.d.uniqueViolation(errs[1]) || errs[2] != nil || errs[3] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,b,seen-2" {
-		t.Fatalf("rows %q, want a,b,seen-2", got)
-	}
+	wantRows(t, s, "a,b,seen-2")
 }
 
 // When SQLite abandons the whole transaction (simulated by a member that rolls it back), the
@@ -135,9 +139,7 @@ func TestBatchTransactionLost(t *testing.T) {
 	if errs[0] != nil || errs[1] == nil || errs[2] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,c" {
-		t.Fatalf("rows %q, want a,c", got)
-	}
+	wantRows(t, s, "a,c")
 	// The writer connection is usable afterwards.
 	if err := s.inTx(context.Background(), insertKey("d")); err != nil {
 		t.Fatal(err)
@@ -161,9 +163,7 @@ func TestBatchLastWriteFails(t *testing.T) {
 	if errs[0] != nil || errs[1] == nil || !s.d.uniqueViolation(errs[1]) || errs[2] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,b" {
-		t.Fatalf("rows %q, want a,b", got)
-	}
+	wantRows(t, s, "a,b")
 	if calls[0] != 1 || calls[1] != 1 || calls[2] != 1 {
 		t.Fatalf("calls %v, want each member run once", calls)
 	}
@@ -198,9 +198,7 @@ func TestBatchFailsAfterBareWrite(t *testing.T) {
 			if errs[0] != nil || !errors.Is(errs[1], errRule) || errs[2] != nil {
 				t.Fatalf("answers %v", errs)
 			}
-			if got := keys(t, s); got != "a,c" {
-				t.Fatalf("rows %q, want a,c", got)
-			}
+			wantRows(t, s, "a,c")
 			if calls[0] != 2 || calls[1] != 1 {
 				t.Fatalf("calls %v, want the first member run again alone and the last run once", calls)
 			}
@@ -215,9 +213,7 @@ func TestBatchMemberFailsBeforeWriting(t *testing.T) {
 	if errs[0] != nil || !errors.Is(errs[1], errRule) || errs[2] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,b" {
-		t.Fatalf("rows %q, want a,b", got)
-	}
+	wantRows(t, s, "a,b")
 }
 
 // A panicking member is rolled back; its caller panics (so the HTTP layer answers 500 as before)
@@ -234,9 +230,7 @@ func TestBatchMemberPanics(t *testing.T) {
 	if errs[0] != nil || !errors.As(errs[1], &p) || errs[2] != nil {
 		t.Fatalf("answers %v", errs)
 	}
-	if got := keys(t, s); got != "a,c" {
-		t.Fatalf("rows %q, want a,c", got)
-	}
+	wantRows(t, s, "a,c")
 	func() {
 		defer func() {
 			if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "boom") {
@@ -266,9 +260,7 @@ func TestBatchCanceledMember(t *testing.T) {
 	if err := <-batch[1].done; err == nil {
 		t.Fatal("a canceled request was run")
 	}
-	if got := keys(t, s); got != "a" {
-		t.Fatalf("rows %q, want a", got)
-	}
+	wantRows(t, s, "a")
 }
 
 // Concurrent writers through the committer: every acknowledged write is there, every refused one
