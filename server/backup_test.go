@@ -105,7 +105,9 @@ func TestBackupRoundTrip(t *testing.T) {
 	}
 
 	// Garbage and foreign documents are refused without writing anything.
-	for _, bad := range []string{``, `[]`, `{"format":"other"}`, `{"format":"edgeplane-backup","version":99}`, `{"format":"edgeplane-backup","version":1,"accounts":[{"id":1}]}`} {
+	for _, bad := range []string{``, `[]`, `{"format":"other"}`, `{"format":"edgeplane-backup","version":99}`, `{"format":"edgeplane-backup","version":1,"accounts":[{"id":1}]}`,
+		// A failure after rows were written (an account, then an object that is not one).
+		`{"format":"edgeplane-backup","version":1,"accounts":[{"id":"acc_2HzbFYz5FgmRQRlDE2qDhEzXS2G","name":"a","created_at":"2026-01-01T00:00:00Z"}],"objects":[{"id":1}]}`} {
 		dst, err := store.Open(context.Background(), testdb.Fresh(t, "sqlite"))
 		if err != nil {
 			t.Fatal(err)

@@ -156,7 +156,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 	if err := s.migratedVersion(ctx, &schema); err != nil {
 		return err
 	}
-	return s.tryTxOnce(ctx, func(tx *sql.Tx) error {
+	return s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
 		if has, err := hasAccountsTx(ctx, tx); err != nil || has {
 			if err == nil {
 				err = ErrNotEmpty
@@ -212,7 +212,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 	})
 }
 
-func (s *Store) importTable(ctx context.Context, tx *sql.Tx, dec *json.Decoder, t backupTable) error {
+func (s *Store) importTable(ctx context.Context, tx *wtx, dec *json.Decoder, t backupTable) error {
 	if err := expectDelim(dec, '['); err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func expectDelim(dec *json.Decoder, want json.Delim) error {
 	return nil
 }
 
-func hasAccountsTx(ctx context.Context, tx *sql.Tx) (bool, error) {
+func hasAccountsTx(ctx context.Context, tx querier) (bool, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n)
 	return n > 0, err
@@ -287,8 +287,8 @@ func (s *Store) migratedVersion(ctx context.Context, v *int) error {
 
 // tryTxOnce runs fn in one write transaction, without the retries of inTx (an import is not
 // idempotent against a concurrent writer; it fails instead).
-func (s *Store) tryTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	err := s.tryTx(ctx, fn)
+func (s *Store) tryTxOnce(ctx context.Context, fn txFunc) error {
+	err := s.runTx(ctx, fn)
 	if errors.Is(err, errRetry) {
 		return errors.New("store: import conflicted with a concurrent write; retry into an empty database")
 	}

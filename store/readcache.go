@@ -313,6 +313,13 @@ func (w *writeSet) note(query string, args []any) {
 	case q.tokenIns, q.principalPut, q.principalDel, q.principalIns, q.accountIns:
 		w.keys = true
 	default:
+		w.anything()
+	}
+}
+
+// anything records a write the set cannot name: the cache keeps nothing across it.
+func (w *writeSet) anything() {
+	if w != nil {
 		w.all = true
 	}
 }
@@ -321,7 +328,7 @@ func (w *writeSet) object(args []any, i int) {
 	if id, ok := args[i].(string); ok {
 		w.objs = append(w.objs, id)
 	} else {
-		w.all = true
+		w.anything()
 	}
 }
 

@@ -50,7 +50,10 @@ func newCarryWorld(t *testing.T) *carryWorld {
 		t.Fatal(err)
 	}
 	w.other = pol.Base().ID
-	if _, err := w.a.w.ExecContext(ctx, `CREATE TABLE scratch (k INTEGER)`); err != nil {
+	if err := w.a.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE scratch (k INTEGER)`)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -86,20 +89,20 @@ func (w *carryWorld) updateElsewhere(t *testing.T, desc string) {
 func (w *carryWorld) ownCommit(t *testing.T, between func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := w.a.w.BeginTx(ctx, nil)
+	c := w.a.commit // idle: this test is its only user
+	tx, err := c.begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := w.a.cache.beginWrite(&w.a.q)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO scratch (k) VALUES (1)`); err != nil {
+	if _, err := tx.db.ExecContext(ctx, `INSERT INTO scratch (k) VALUES (1)`); err != nil {
 		t.Fatal(err)
 	}
-	ws.committing()
-	if err := tx.Commit(); err != nil {
+	tx.ws.committing()
+	if _, err := c.stmts[txCommit].Exec(); err != nil {
 		t.Fatal(err)
 	}
 	between()
-	ws.settle(true)
+	tx.ws.settle(true)
 }
 
 // Another store commits right after this store's commit, before the cache settles: the change

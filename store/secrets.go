@@ -241,7 +241,8 @@ func (v *txView) Secret(id string) (string, error) {
 // it with EDGEPLANE_SECRET_KEY=NEW,OLD; it returns how many secrets it rewrote.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	n := 0
-	err := s.tryTxOnce(ctx, func(tx *sql.Tx) error {
+	err := s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
+		n = 0 // the committer may run a function again (writer.go)
 		rows, err := tx.QueryContext(ctx, `SELECT object_id, data FROM secrets ORDER BY object_id`)
 		if err != nil {
 			return s.classify(err)

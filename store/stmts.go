@@ -16,10 +16,14 @@ import (
 // afterwards, so it needs no lock; a query not in it runs unprepared.
 type stmtSet map[string]*sql.Stmt
 
+// preparer is a pool (*sql.DB) or one connection of it (*sql.Conn).
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
 // prepareAll prepares every query on db. Preparing at open, not on first use, means no request
-// ever waits for a connection just to prepare (the writer pool has a single connection, which a
-// request inside a transaction already holds).
-func prepareAll(ctx context.Context, db *sql.DB, queries []string) (stmtSet, error) {
+// ever waits for a connection just to prepare.
+func prepareAll(ctx context.Context, db preparer, queries []string) (stmtSet, error) {
 	set := stmtSet{}
 	for _, q := range queries {
 		if _, ok := set[q]; ok {
@@ -96,7 +100,13 @@ func (r *reader) ExecContext(ctx context.Context, q string, args ...any) (sql.Re
 // writer pool's prepared statements. Every statement that writes must go through ExecContext:
 // inside a group commit batch, the first one opens the member's savepoint (see writer.go).
 type wtx struct {
-	tx    *sql.Tx
+	// db is the transaction's connection: a *sql.Tx on PostgreSQL, the committer's *sql.Conn
+	// inside its BEGIN IMMEDIATE on SQLite. stmts are prepared on that same connection (SQLite)
+	// or nil.
+	db interface {
+		querier
+		preparer
+	}
 	stmts stmtSet
 	// member is set while a member of a batch runs; saved once its savepoint is open; bare once
 	// it has written without one (ExecLast).
@@ -107,27 +117,46 @@ type wtx struct {
 
 func (t *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	if st := t.stmts[q]; st != nil {
-		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		return st.QueryRowContext(ctx, args...)
 	}
-	return t.tx.QueryRowContext(ctx, q, args...)
+	return t.db.QueryRowContext(ctx, q, args...)
 }
 
 func (t *wtx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	if st := t.stmts[q]; st != nil {
-		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		return st.QueryContext(ctx, args...)
 	}
-	return t.tx.QueryContext(ctx, q, args...)
+	return t.db.QueryContext(ctx, q, args...)
 }
 
 func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if t.member && !t.saved {
-		if _, err := t.exec(ctx, spBegin); err != nil {
-			return nil, err
-		}
-		t.saved = true
+	if err := t.save(ctx); err != nil {
+		return nil, err
 	}
 	t.ws.note(q, args)
 	return t.exec(ctx, q, args...)
+}
+
+// save opens a batch member's savepoint before its first write.
+func (t *wtx) save(ctx context.Context) error {
+	if t.member && !t.saved {
+		if _, err := t.exec(ctx, spBegin); err != nil {
+			return err
+		}
+		t.saved = true
+	}
+	return nil
+}
+
+// PrepareContext prepares a write statement for a function that runs it many times (an import).
+// Preparing counts as the transaction's first write: a batch member's savepoint opens here, and
+// the read cache is told that anything may change.
+func (t *wtx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	if err := t.save(ctx); err != nil {
+		return nil, err
+	}
+	t.ws.anything()
+	return t.db.PrepareContext(ctx, q)
 }
 
 // ExecLast runs the last write statement of the transaction's function, after which nothing in
@@ -150,7 +179,7 @@ func (t *wtx) ExecLast(ctx context.Context, q string, args ...any) (sql.Result, 
 
 func (t *wtx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if st := t.stmts[q]; st != nil {
-		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return st.ExecContext(ctx, args...)
 	}
-	return t.tx.ExecContext(ctx, q, args...)
+	return t.db.ExecContext(ctx, q, args...)
 }

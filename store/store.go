@@ -104,10 +104,9 @@ type Store struct {
 	// may be the same pool.
 	w, r *sql.DB
 	q    queries
-	// rd runs the object code's reads; wstmts are the writer pool's prepared statements (SQLite;
-	// nil on PostgreSQL, whose driver caches statements itself).
-	rd     *reader
-	wstmts stmtSet
+	// rd runs the object code's reads. (The writer's prepared statements belong to the
+	// committer, which holds the writer's connection.)
+	rd *reader
 	// commit runs the write transactions of a SQLite store with group commit; nil on PostgreSQL,
 	// where every write transaction runs on its own connection of the pool.
 	commit *committer
@@ -161,14 +160,13 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s.q = prepare(s.d)
 	if s.d.name() == "sqlite" {
 		if s.rd.stmts, err = prepareAll(ctx, s.r, s.q.reads()); err == nil {
-			s.wstmts, err = prepareAll(ctx, s.w, append(s.q.writes(), spBegin, spRelease, spRollback))
+			s.commit, err = newCommitter(s, opts.MaxBatch)
 		}
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store: prepare statements: %w", err)
 		}
 		s.rd.noCancel = true
-		s.commit = newCommitter(s, opts.MaxBatch)
 		if !opts.NoReadCache {
 			// Without a wal-index to ask (the database could not switch to WAL), every read
 			// goes to the database, as it always may.
@@ -187,7 +185,6 @@ func (s *Store) Close() error {
 	if s.rd != nil {
 		_ = s.rd.stmts.close()
 	}
-	_ = s.wstmts.close()
 	errW := s.w.Close()
 	if s.r != s.w {
 		if err := s.r.Close(); err != nil {
@@ -322,16 +319,20 @@ func (s *Store) inTx(ctx context.Context, fn txFunc) error {
 				return s.classify(ctx.Err())
 			}
 		}
-		if s.commit != nil {
-			err = s.commit.do(ctx, fn)
-		} else {
-			err = s.tryTx(ctx, func(tx *sql.Tx) error { return fn(ctx, &wtx{tx: tx}) })
-		}
-		if !errors.Is(err, errRetry) {
+		if err = s.runTx(ctx, fn); !errors.Is(err, errRetry) {
 			return err
 		}
 	}
 	return fmt.Errorf("store: gave up after %d conflicting attempts", maxAttempts)
+}
+
+// runTx runs fn in one write transaction: through the committer on SQLite, on a connection of
+// the pool otherwise.
+func (s *Store) runTx(ctx context.Context, fn txFunc) error {
+	if s.commit != nil {
+		return s.commit.do(ctx, fn)
+	}
+	return s.tryTx(ctx, func(tx *sql.Tx) error { return fn(ctx, &wtx{db: tx}) })
 }
 
 // connTx runs fn in one transaction on a given connection.

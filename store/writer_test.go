@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -127,7 +128,7 @@ func TestBatchTransactionLost(t *testing.T) {
 			if err := insertKey("b")(ctx, tx); err != nil {
 				return err
 			}
-			if _, err := tx.tx.ExecContext(ctx, `ROLLBACK`); err != nil {
+			if _, err := tx.db.ExecContext(ctx, `ROLLBACK`); err != nil {
 				return err
 			}
 			return errRule
@@ -313,4 +314,35 @@ func TestCommitterClosed(t *testing.T) {
 		t.Fatalf("write after close: %v", err)
 	}
 	s.Close()
+}
+
+// When database/sql gives up on the writer's connection (as it does when a driver reports it
+// broken), the next write takes a new connection instead of failing forever.
+func TestCommitterReplacesLostConnection(t *testing.T) {
+	s := openCommitTest(t)
+	// The committer is idle: this goroutine may use its connection.
+	if err := s.commit.conn.Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
+		t.Fatalf("Raw: %v", err)
+	}
+	if err := s.inTx(context.Background(), insertKey("a")); err != nil {
+		t.Fatalf("write after the connection was lost: %v", err)
+	}
+	wantRows(t, s, "a")
+}
+
+// A transaction left open on the writer's connection (by a ROLLBACK that failed) is ended by the
+// next write's BEGIN, which then succeeds; nothing of the stale transaction is committed.
+func TestCommitterEndsStaleTransaction(t *testing.T) {
+	s := openCommitTest(t)
+	ctx := context.Background()
+	if _, err := s.commit.conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.commit.conn.ExecContext(ctx, `INSERT INTO scratch (k) VALUES ('stale')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.inTx(ctx, insertKey("a")); err != nil {
+		t.Fatalf("write after a stale transaction: %v", err)
+	}
+	wantRows(t, s, "a")
 }
