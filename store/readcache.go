@@ -181,15 +181,7 @@ func (c *readCache) version() (v walVersion, ok bool) {
 	if c == nil {
 		return v, false
 	}
-	var buf [2 * walHeaderSize]byte
-	if n, err := c.shm.ReadAt(buf[:], 0); n != len(buf) || err != nil {
-		return v, false
-	}
-	// Byte 12 is isInit; the copies differ while a writer is between its two writes.
-	if buf[12] != 1 || [walHeaderSize]byte(buf[:walHeaderSize]) != [walHeaderSize]byte(buf[walHeaderSize:]) {
-		return v, false
-	}
-	return walVersion(buf[:walHeaderSize]), true
+	return readWALHeader(c.shm)
 }
 
 // at reports whether entries of the cache hold at version v: the cache's own version, or the

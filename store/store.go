@@ -110,6 +110,9 @@ type Store struct {
 	// commit runs the write transactions of a SQLite store with group commit; nil on PostgreSQL,
 	// where every write transaction runs on its own connection of the pool.
 	commit *committer
+	// ckpt runs the WAL checkpoints of a SQLite store (checkpoint.go); nil on PostgreSQL, and
+	// where the database is not in WAL mode.
+	ckpt *checkpointer
 	// settings are the deployment settings handed to rules (SetSettings); nil means defaults.
 	settings atomic.Pointer[ep.Settings]
 	// seal encrypts secrets at rest (store/secrets.go).
@@ -159,6 +162,9 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s.q = prepare(s.d)
 	if s.d.name() == "sqlite" {
+		// Without a wal-index (the database could not switch to WAL) there is nothing to
+		// checkpoint, and the writer keeps SQLite's own checkpoints.
+		s.ckpt, _ = openCheckpointer(ctx, s.sqlitePath, sqliteDSN(s.sqlitePath, opts.Durability, nil))
 		if s.rd.stmts, err = prepareAll(ctx, s.r, s.q.reads()); err == nil {
 			s.commit, err = newCommitter(s, opts.MaxBatch)
 		}
@@ -181,6 +187,7 @@ func (s *Store) Close() error {
 	if s.commit != nil {
 		s.commit.stop()
 	}
+	s.ckpt.close()
 	s.cache.close()
 	if s.rd != nil {
 		_ = s.rd.stmts.close()

@@ -131,6 +131,16 @@ func (c *committer) connect() error {
 	if err != nil {
 		return err
 	}
+	// The checkpointer copies the WAL back beside the committer; the committer's own checkpoint
+	// is only its backstop (checkpoint.go).
+	auto := checkpointPages
+	if c.s.ckpt != nil {
+		auto = backstopPages
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, auto)); err != nil {
+		_ = conn.Close()
+		return err
+	}
 	stmts, err := prepareAll(ctx, conn, append(c.s.q.writes(), txBegin, txCommit, txRollback, spBegin, spRelease, spRollback))
 	if err != nil {
 		_ = conn.Close()
@@ -289,6 +299,9 @@ func (c *committer) commit(ws *writeSet) error {
 		c.rollback()
 	}
 	ws.settle(err == nil)
+	if err == nil {
+		c.s.ckpt.nudge()
+	}
 	return c.s.classify(err)
 }
 
