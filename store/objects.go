@@ -202,6 +202,10 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		doc   ep.Document
 		token string
 	)
+	// The id and its time are made before the transaction, off the committer's serial path; an
+	// id that is never committed is simply not used.
+	id, created := ep.NewID(res.Prefix)
+	createdAt := ep.FormatTime(created)
 	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		if res.Parent != nil {
@@ -209,14 +213,13 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 				return err
 			}
 		}
-		id, created := ep.NewID(res.Prefix)
 		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, Created: created, ParentID: parentID, Settings: s.Settings()}
 		d, err := c.Create(op)
 		if err != nil {
 			return err
 		}
 		m := d.Base()
-		m.ID, m.CreatedAt = id, ep.FormatTime(created)
+		m.ID, m.CreatedAt = id, createdAt
 		parent := parentID
 		if ch, ok := d.(ep.Child); ok {
 			parent = ch.ParentID()
