@@ -68,23 +68,35 @@ type checkpointer struct {
 	runs atomic.Uint64
 }
 
-// openCheckpointer starts the checkpointer of the database at path; dsn opens its connection.
-func openCheckpointer(ctx context.Context, path, dsn string) (*checkpointer, error) {
+// openWALIndex opens a connection of its own to the SQLite database at path (dsn), kept open
+// for the store's life, and a descriptor of the database's wal-index (the -shm file), for
+// readWALHeader. A read through the connection first opens the WAL and the wal-index.
+func openWALIndex(ctx context.Context, path, dsn string) (*sql.DB, *os.File, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	if err := db.PingContext(ctx); err != nil {
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: checkpointer: %w", err)
+		return nil, nil, err
 	}
 	shm, err := os.Open(path + "-shm")
 	if err != nil {
 		db.Close()
+		return nil, nil, err
+	}
+	return db, shm, nil
+}
+
+// openCheckpointer starts the checkpointer of the database at path; dsn opens its connection.
+func openCheckpointer(ctx context.Context, path, dsn string) (*checkpointer, error) {
+	db, shm, err := openWALIndex(ctx, path, dsn)
+	if err != nil {
 		return nil, fmt.Errorf("store: checkpointer: %w", err)
 	}
 	k := &checkpointer{db: db, shm: shm, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}

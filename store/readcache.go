@@ -140,23 +140,8 @@ type readCache struct {
 // openReadCache starts the read cache of the SQLite database at path, whose WAL the store's
 // connections have already opened; dsn opens the connection that keeps it open.
 func openReadCache(ctx context.Context, path, dsn string) (*readCache, error) {
-	sentinel, err := sql.Open("sqlite", dsn)
+	sentinel, shm, err := openWALIndex(ctx, path, dsn)
 	if err != nil {
-		return nil, err
-	}
-	sentinel.SetMaxOpenConns(1)
-	sentinel.SetMaxIdleConns(1)
-	sentinel.SetConnMaxLifetime(0)
-	sentinel.SetConnMaxIdleTime(0)
-	var n int
-	// A read of the database opens the WAL and the wal-index of this connection.
-	if err := sentinel.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
-		sentinel.Close()
-		return nil, fmt.Errorf("store: read cache: %w", err)
-	}
-	shm, err := os.Open(path + "-shm")
-	if err != nil {
-		sentinel.Close()
 		return nil, fmt.Errorf("store: read cache: %w", err)
 	}
 	c := &readCache{shm: shm, sentinel: sentinel, keys: map[string]keyRow{}, objs: map[string]cachedObject{}}

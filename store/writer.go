@@ -201,6 +201,9 @@ func (c *committer) begin() (*wtx, error) {
 // rollback ends the transaction on the committer's connection without writing anything of it.
 // Where none is open (SQLite can end one itself on an I/O error) it fails, harmlessly.
 func (c *committer) rollback() {
+	if c.conn == nil {
+		return // dropped: nothing is open on a connection the pool has closed
+	}
 	if _, err := c.stmts[txRollback].Exec(); lost(err) {
 		c.drop()
 	}
