@@ -25,7 +25,7 @@ import (
 // automatic checkpoint stays as a backstop at ten times that: a PASSIVE checkpoint running beside
 // steady writes rarely finds the moment when the WAL is entirely copied, which is when the next
 // write may start it over, so under sustained writes the WAL grows until the committer's own
-// checkpoint (little left to copy by then) lets it restart. That bounds the WAL at ~40 MB.
+// checkpoint (little left to copy by then) lets it restart. That bounds the WAL at ~40-45 MB.
 //
 // Durability is unchanged: a checkpoint syncs the WAL before it copies (under synchronous=NORMAL,
 // the only sync of the WAL), and it still does so every 1,000 pages.
@@ -132,11 +132,16 @@ func (k *checkpointer) loop() {
 			k.mark = 0 // the WAL started over
 		}
 		// One more round just short of the backstop, so that the committer's checkpoint, which
-		// lets the WAL start over, finds little left to copy; and none after it, so that this
-		// connection does not hold the checkpoint lock when the committer's checkpoint tries
-		// to take it (it does not wait: it tries again at the next commit).
+		// lets the WAL start over, finds little left to copy; and none after it until the WAL
+		// has started over, so that this connection does not hold the checkpoint lock when the
+		// committer's checkpoint tries to take it (it does not wait: it tries again at the next
+		// commit, copying what it can each time, as SQLite does on its own).
 		const last = backstopPages - checkpointPages/4
-		if n-k.mark < checkpointPages && (n < last || k.mark >= last) {
+		if n >= last {
+			if k.mark >= last {
+				continue
+			}
+		} else if n-k.mark < checkpointPages {
 			continue
 		}
 		var busy, log, done int64

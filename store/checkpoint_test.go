@@ -75,10 +75,11 @@ func TestCheckpointsBoundTheWAL(t *testing.T) {
 		}
 		last = frames
 	})
-	// The committer's checkpoint at the backstop may find the checkpoint lock taken and try again
-	// at later commits; the WAL must still start over every backstop or so.
-	if most > 2*backstopPages || restarts < 2 {
-		t.Fatalf("WAL reached %d pages and started over %d times in ~30,000; want at most %d pages and 2 restarts", most, restarts, 2*backstopPages)
+	// The committer's checkpoint at the backstop may find the checkpoint lock taken (by the
+	// checkpointer's last round) and try again at later commits; the WAL must still start over
+	// soon after the backstop.
+	if most > 2*backstopPages || restarts == 0 {
+		t.Fatalf("WAL reached %d pages and started over %d times in ~30,000; want at most %d pages and a restart", most, restarts, 2*backstopPages)
 	}
 	t.Logf("WAL at most %d pages, %d restarts, %d background checkpoints", most, restarts, s.ckpt.runs.Load())
 }
