@@ -96,9 +96,10 @@ func (r *reader) ExecContext(ctx context.Context, q string, args ...any) (sql.Re
 	return r.db.ExecContext(ctx, q, args...)
 }
 
-// wtx is a write transaction as the store's code sees it: a *sql.Tx whose queries use the
-// writer pool's prepared statements. Every statement that writes must go through ExecContext:
-// inside a group commit batch, the first one opens the member's savepoint (see writer.go).
+// wtx is a write transaction as the store's code sees it: its connection's queries, through the
+// statements prepared on that connection where there are any. Every statement that writes must
+// go through ExecContext (or PrepareContext): inside a group commit batch, the first one opens
+// the member's savepoint (see writer.go).
 type wtx struct {
 	// db is the transaction's connection: a *sql.Tx on PostgreSQL, the committer's *sql.Conn
 	// inside its BEGIN IMMEDIATE on SQLite. stmts are prepared on that same connection (SQLite)
