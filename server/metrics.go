@@ -112,6 +112,10 @@ var (
 		"SQLite: transactions the group committer ran; each commits the writes of the requests that were waiting together.", nil, nil)
 	writeTxs = prometheus.NewDesc("edgeplane_write_transactions_total",
 		"SQLite: write transactions of requests the group committer ran; divided by edgeplane_write_batches_total, the average batch.", nil, nil)
+	lookupQueries = prometheus.NewDesc("edgeplane_key_lookup_queries_total",
+		"PostgreSQL: queries that authenticated the keys (and read the objects of GETs by id) of requests waiting together.", nil, nil)
+	lookups = prometheus.NewDesc("edgeplane_key_lookups_total",
+		"PostgreSQL: key lookups of requests answered by those queries; divided by edgeplane_key_lookup_queries_total, the average number combined.", nil, nil)
 )
 
 // readCacheStatser and commitStatser are what the metrics need of a SQLite store.
@@ -123,8 +127,12 @@ type commitStatser interface {
 	CommitStats() store.CommitStats
 }
 
+type lookupStatser interface {
+	LookupStats() store.LookupStats
+}
+
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads, writeBatches, writeTxs} {
+	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads, writeBatches, writeTxs, lookupQueries, lookups} {
 		ch <- d
 	}
 }
@@ -147,5 +155,10 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		st := cs.CommitStats()
 		ch <- prometheus.MustNewConstMetric(writeBatches, prometheus.CounterValue, float64(st.Batches))
 		ch <- prometheus.MustNewConstMetric(writeTxs, prometheus.CounterValue, float64(st.Requests))
+	}
+	if ls, ok := c.pools.(lookupStatser); ok {
+		st := ls.LookupStats()
+		ch <- prometheus.MustNewConstMetric(lookupQueries, prometheus.CounterValue, float64(st.Queries))
+		ch <- prometheus.MustNewConstMetric(lookups, prometheus.CounterValue, float64(st.Lookups))
 	}
 }

@@ -66,6 +66,8 @@ func TestMetrics(t *testing.T) {
 		`edgeplane_read_cache_total{result="miss"}`,
 		`edgeplane_write_batches_total `,
 		`edgeplane_write_transactions_total `,
+		`edgeplane_key_lookup_queries_total `,
+		`edgeplane_key_lookups_total `,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(m, want) {
@@ -75,6 +77,12 @@ func TestMetrics(t *testing.T) {
 	// On SQLite the POST went through the group committer, in a batch.
 	if testdb.Engine() == "sqlite" && (metricValue(t, m, "edgeplane_write_transactions_total") < 1 || metricValue(t, m, "edgeplane_write_batches_total") < 1) {
 		t.Error("the group commit counters did not count the POST")
+	}
+	// On PostgreSQL every request's key was looked up through the combiner: the POST's, the GET's
+	// (with its object), the 404's is not (an unmatched path) and the 429's is (the limit is
+	// checked after the key), so at least three.
+	if testdb.Engine() == "postgres" && (metricValue(t, m, "edgeplane_key_lookups_total") < 3 || metricValue(t, m, "edgeplane_key_lookup_queries_total") < 1) {
+		t.Error("the combined lookup counters did not count the requests' keys")
 	}
 	if strings.Contains(m, id) || strings.Contains(m, e.admin.token) {
 		t.Fatal("metrics carry an object id or a token in a label")

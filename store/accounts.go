@@ -110,6 +110,13 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 		}
 		s.cache.count(false)
 	}
+	if s.combine != nil {
+		l := &lookup{selector: selector}
+		if err := s.combine.do(ctx, l); err != nil { // l is not ours to read
+			return ep.Caller{}, s.classify(err)
+		}
+		return l.k.caller(s, l.err, secret)
+	}
 	var k keyRow
 	err := s.rd.QueryRowContext(ctx, s.q.auth, selector, ep.APIKeys.Kind).Scan(k.dest()...)
 	if err == nil && cacheable {
@@ -150,7 +157,14 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 		hit = hit && obj.account == k.c.AccountID && obj.kind == res.Kind
 		s.cache.count(hit)
 	}
-	if !hit {
+	switch {
+	case hit:
+	case s.combine != nil:
+		l := &lookup{selector: selector, id: id, kind: res.Kind}
+		if err = s.combine.do(ctx, l); err == nil { // else l is not ours to read
+			k, obj, err = l.k, cachedObject{doc: l.doc, parent: l.parent}, l.err
+		}
+	default:
 		obj = cachedObject{}
 		err = s.rd.QueryRowContext(ctx, s.q.authGet, id, res.Kind, selector, ep.APIKeys.Kind).
 			Scan(append(k.dest(), &obj.doc, &obj.parent)...)

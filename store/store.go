@@ -110,6 +110,9 @@ type Store struct {
 	// commit runs the write transactions of a SQLite store with group commit; nil on PostgreSQL,
 	// where every write transaction runs on its own connection of the pool.
 	commit *committer
+	// combine combines the key lookups of concurrent requests into one query on PostgreSQL
+	// (combine.go); nil on SQLite.
+	combine *combiner
 	// ckpt runs the WAL checkpoints of a SQLite store (checkpoint.go); nil on PostgreSQL, and
 	// where the database is not in WAL mode.
 	ckpt *checkpointer
@@ -161,6 +164,9 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.q = prepare(s.d)
+	if s.d.name() == "postgres" {
+		s.combine = newCombiner(s)
+	}
 	if s.d.name() == "sqlite" {
 		// Without a wal-index (the database could not switch to WAL) there is nothing to
 		// checkpoint, and the writer keeps SQLite's own checkpoints.
@@ -189,6 +195,7 @@ func (s *Store) Close() error {
 	}
 	s.ckpt.close()
 	s.cache.close()
+	s.combine.close()
 	if s.rd != nil {
 		_ = s.rd.stmts.close()
 	}

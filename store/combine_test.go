@@ -1,0 +1,225 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testdb"
+)
+
+// Tests of combined key lookups (combine.go), on PostgreSQL.
+
+// combineFixture is two accounts with one API key each; the keys double as the objects read.
+type combineFixture struct {
+	s          *Store
+	a, b       ep.Caller
+	ka, kb     string // selectors
+	sa, sb     string // secrets
+	idA, idB   string // the keys' object ids
+	cases      []lookup
+	wantDoc    []string // the account whose object each case reads, "" for none
+	wantKey    []string // the account whose key each case finds, "" for none
+	wantSecret []string
+}
+
+func newCombineFixture(t *testing.T) *combineFixture {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, testdb.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if s.combine == nil {
+		t.Fatal("a PostgreSQL store has no combiner")
+	}
+	f := &combineFixture{s: s}
+	key := func(name string) (ep.Caller, string, string, string) {
+		c, _, err := s.EnsureAccount(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Create(ctx, c, ep.APIKeys, "", &ep.APIKeyCreate{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, secret, ok := ep.ParseToken(*d.(*ep.APIKey).Token)
+		if !ok {
+			t.Fatal("the new key's token does not parse")
+		}
+		return c, sel, secret, d.Base().ID
+	}
+	f.a, f.ka, f.sa, f.idA = key("a")
+	f.b, f.kb, f.sb, f.idB = key("b")
+	kind := ep.APIKeys.Kind
+	for _, c := range []struct {
+		l               lookup
+		key, doc, secrt string
+	}{
+		{lookup{selector: f.ka, id: f.idA, kind: kind}, f.a.AccountID, f.a.AccountID, f.sa},
+		{lookup{selector: f.kb, id: f.idA, kind: kind}, f.b.AccountID, "", f.sb}, // another account's object
+		{lookup{selector: f.ka}, f.a.AccountID, "", f.sa},                        // authentication only
+		{lookup{selector: "nope", id: f.idA, kind: kind}, "", "", ""},            // no such key
+		{lookup{selector: f.ka, id: "ak_missing", kind: kind}, f.a.AccountID, "", f.sa},
+		{lookup{selector: f.ka, id: f.idA, kind: ep.IPPolicies.Kind}, f.a.AccountID, "", f.sa}, // another kind
+		{lookup{selector: f.kb, id: f.idB, kind: kind}, f.b.AccountID, f.b.AccountID, f.sb},
+		{lookup{selector: f.ka, id: f.idA, kind: kind}, f.a.AccountID, f.a.AccountID, f.sa}, // the first again
+	} {
+		f.cases = append(f.cases, c.l)
+		f.wantKey, f.wantDoc, f.wantSecret = append(f.wantKey, c.key), append(f.wantDoc, c.doc), append(f.wantSecret, c.secrt)
+	}
+	return f
+}
+
+// check asserts that l holds the answer case i wants.
+func (f *combineFixture) check(t *testing.T, i int, l *lookup) {
+	t.Helper()
+	if f.wantKey[i] == "" {
+		if !errors.Is(l.err, sql.ErrNoRows) {
+			t.Fatalf("case %d: error %v, want no rows", i, l.err)
+		}
+		return
+	}
+	if l.err != nil || l.k.c.AccountID != f.wantKey[i] {
+		t.Fatalf("case %d: key of account %q (error %v), want %q", i, l.k.c.AccountID, l.err, f.wantKey[i])
+	}
+	if (l.doc != nil) != (f.wantDoc[i] != "") {
+		t.Fatalf("case %d: object %q, want one of account %q", i, l.doc, f.wantDoc[i])
+	}
+	if l.doc != nil && !bytes.Contains(l.doc, []byte(`"id":"`+l.id+`"`)) {
+		t.Fatalf("case %d: read %s for id %s", i, l.doc, l.id)
+	}
+}
+
+// One combined query answers every member exactly as the member's own query does: each case run
+// alone (the single-row queries) and all of them together, in both orders.
+func TestCombinedLookupAnswersEachMember(t *testing.T) {
+	f := newCombineFixture(t)
+	alone := make([]lookup, len(f.cases))
+	for i := range f.cases {
+		alone[i] = f.cases[i]
+		f.s.combine.run([]*lookup{&alone[i]})
+		f.check(t, i, &alone[i])
+	}
+	for _, reverse := range []bool{false, true} {
+		together := make([]lookup, len(f.cases))
+		batch := make([]*lookup, len(f.cases))
+		for i := range f.cases {
+			together[i] = f.cases[i]
+			j := i
+			if reverse {
+				j = len(batch) - 1 - i
+			}
+			batch[j] = &together[i]
+		}
+		f.s.combine.run(batch)
+		for i := range together {
+			f.check(t, i, &together[i])
+			if !bytes.Equal(together[i].doc, alone[i].doc) || together[i].k != alone[i].k || together[i].parent != alone[i].parent {
+				t.Fatalf("case %d combined (reverse %v): %+v, alone: %+v", i, reverse, together[i], alone[i])
+			}
+		}
+	}
+}
+
+// Under concurrent requests, lookups are combined and every request still gets its own answer,
+// through the store's API; requests that end while they wait get their context's error.
+func TestCombinedLookupsUnderLoad(t *testing.T) {
+	f := newCombineFixture(t)
+	before := f.s.LookupStats()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 100 {
+				i := rng.IntN(len(f.cases))
+				c := f.cases[i]
+				ctx, cancel := context.Background(), func() {}
+				if rng.IntN(10) == 0 {
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(200))*time.Microsecond)
+				}
+				var (
+					caller ep.Caller
+					doc    ep.Document
+					err    error
+				)
+				if c.id == "" {
+					caller, err = f.s.Authenticate(ctx, c.selector, f.wantSecret[i])
+				} else {
+					res := ep.APIKeys
+					if c.kind != res.Kind {
+						res = ep.IPPolicies
+					}
+					caller, doc, _, err = f.s.AuthenticateGet(ctx, c.selector, f.wantSecret[i], res, "", c.id, "")
+				}
+				cancel()
+				switch {
+				case ctx.Err() != nil && err != nil:
+					// Ended while it waited (or in its query): any error is its answer.
+				case f.wantKey[i] == "":
+					if isUnknownKey(err) {
+						continue
+					}
+					errs <- errors.Join(errors.New("unknown key not refused"), err)
+					return
+				case err != nil && f.wantDoc[i] == "" && ep.IsNotFound(err):
+					if caller.AccountID != f.wantKey[i] {
+						errs <- errors.New("not found for the wrong caller")
+						return
+					}
+				case err != nil:
+					errs <- err
+					return
+				case caller.AccountID != f.wantKey[i] || (doc != nil) != (f.wantDoc[i] != "") || (doc != nil && doc.Base().ID != c.id):
+					errs <- errors.New("a request got another's answer")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := f.s.LookupStats()
+	queries, lookups := st.Queries-before.Queries, st.Lookups-before.Lookups
+	if lookups == 0 || queries >= lookups {
+		t.Fatalf("%d lookups in %d queries: not combined", lookups, queries)
+	}
+	t.Logf("%d lookups in %d queries", lookups, queries)
+}
+
+func isUnknownKey(err error) bool {
+	var e *ep.Error
+	return errors.As(err, &e) && e.Status == 401 && e.Code == ep.CodeAuthUnknown
+}
+
+// A lookup after Close is refused at once instead of waiting for a goroutine that has stopped.
+func TestCombinedLookupAfterClose(t *testing.T) {
+	f := newCombineFixture(t)
+	f.s.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.Authenticate(context.Background(), f.ka, f.sa)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("authenticated after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lookup after Close hangs")
+	}
+}
