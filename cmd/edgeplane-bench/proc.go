@@ -171,8 +171,9 @@ func tail(path string, n int) string {
 }
 
 // storeCounters are counters of an edgeplane server's store, from its metrics: group commit
-// batches and the write transactions in them, and read cache hits and misses (SQLite only).
-type storeCounters struct{ batches, writes, hits, misses float64 }
+// batches and the write transactions in them, and read cache hits and misses (SQLite only); key
+// lookup queries and the lookups combined in them (PostgreSQL only).
+type storeCounters struct{ batches, writes, hits, misses, queries, lookups float64 }
 
 // counters scrapes the store counters; ok is false when the server exposes none.
 func (c *child) counters() (sc storeCounters, ok bool) {
@@ -201,6 +202,10 @@ func (c *child) counters() (sc storeCounters, ok bool) {
 			dst = &sc.hits
 		case `edgeplane_read_cache_total{result="miss"}`:
 			dst = &sc.misses
+		case "edgeplane_key_lookup_queries_total":
+			dst = &sc.queries
+		case "edgeplane_key_lookups_total":
+			dst = &sc.lookups
 		default:
 			continue
 		}
@@ -211,8 +216,8 @@ func (c *child) counters() (sc storeCounters, ok bool) {
 	return sc, ok
 }
 
-// since says what happened between two scrapes: the average group commit batch and the share
-// of read cache hits, where there was any.
+// since says what happened between two scrapes: the average group commit batch, the share of
+// read cache hits, and the average number of key lookups per query, where there was any.
 func (sc storeCounters) since(before storeCounters) string {
 	var parts []string
 	if b := sc.batches - before.batches; b > 0 {
@@ -220,6 +225,9 @@ func (sc storeCounters) since(before storeCounters) string {
 	}
 	if n := sc.hits - before.hits + sc.misses - before.misses; n > 0 {
 		parts = append(parts, fmt.Sprintf("cache hits %.0f%%", 100*(sc.hits-before.hits)/n))
+	}
+	if q := sc.queries - before.queries; q > 0 {
+		parts = append(parts, fmt.Sprintf("lookups per query %.1f", (sc.lookups-before.lookups)/q))
 	}
 	return strings.Join(parts, ", ")
 }
