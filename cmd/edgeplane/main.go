@@ -38,7 +38,8 @@ import (
 var version = ""
 
 // Timeouts of the HTTP server: a slow or stalled client cannot hold a connection forever, and a
-// shutdown waits a bounded time for requests in flight.
+// shutdown waits a bounded time for requests in flight. The first four are the defaults of
+// serve's --read-header-timeout, --read-timeout, --write-timeout and --idle-timeout.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = 60 * time.Second
@@ -268,8 +269,35 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
+	var timeout struct{ readHeader, read, write, idle time.Duration }
+	timeoutFlags := []struct {
+		name, env, usage string
+		def              time.Duration
+		dst              *time.Duration
+		value            *string
+	}{
+		{"read-header-timeout", "EDGEPLANE_READ_HEADER_TIMEOUT", "longest a client may take to send a request's header",
+			readHeaderTimeout, &timeout.readHeader, nil},
+		{"read-timeout", "EDGEPLANE_READ_TIMEOUT", "longest a client may take to send a whole request, body included",
+			readTimeout, &timeout.read, nil},
+		{"write-timeout", "EDGEPLANE_WRITE_TIMEOUT", "longest from the end of a request's header to the end of its response",
+			writeTimeout, &timeout.write, nil},
+		{"idle-timeout", "EDGEPLANE_IDLE_TIMEOUT", "longest a keep-alive connection may wait for its next request; keep it above a load balancer's idle timeout",
+			idleTimeout, &timeout.idle, nil},
+	}
+	for i := range timeoutFlags {
+		f := &timeoutFlags[i]
+		f.value = fs.String(f.name, env(f.env, f.def.String()), fmt.Sprintf("%s (env %s)", f.usage, f.env))
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for _, f := range timeoutFlags {
+		d, err := time.ParseDuration(*f.value)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("--%s must be a positive duration like %s, got %q", f.name, f.def, *f.value)
+		}
+		*f.dst = d
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
@@ -343,7 +371,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: timeout.readHeader}
 		go func() { _ = msrv.Serve(mln) }()
 		defer msrv.Close()
 		log.Info("metrics listening", "addr", mln.Addr().String())
@@ -351,10 +379,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	srv := &http.Server{
 		Handler: server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
 			MetricsOnMain: *metricsListen == "", CORSOrigins: splitList(*corsOrigins), RateLimit: limit}),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: timeout.readHeader,
+		ReadTimeout:       timeout.read,
+		WriteTimeout:      timeout.write,
+		IdleTimeout:       timeout.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

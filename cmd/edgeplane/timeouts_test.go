@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +18,8 @@ import (
 // (each byte arriving in time, the header never complete). The server closes every one of them
 // within readHeaderTimeout (plus a margin), and meanwhile answers other clients at once.
 //
-// It takes readHeaderTimeout (10 s) of wall time, spent in parallel with the other tests. The
-// read, write and idle timeouts (60 s, 60 s, 120 s) are too long to wait for in a test.
+// It takes readHeaderTimeout (10 s), the default, of wall time, spent in parallel with the other
+// tests. The other timeouts are tested with shorter values set by their flags (below).
 func TestSlowClientsAreCutOff(t *testing.T) {
 	t.Parallel()
 	p, token := serverToken(t)
@@ -89,5 +94,144 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		} else {
 			t.Logf("%s: closed by the server after %v", c.name, closed[i].Round(time.Millisecond))
 		}
+	}
+}
+
+// TestIdleAndReadTimeouts runs a server with short --idle-timeout and --read-timeout (the
+// environment sets one, a flag the other) and checks what each does to a raw connection:
+//   - a keep-alive connection that sent one request and then nothing is closed by the server after
+//     the idle timeout, not before;
+//   - a request whose body trickles in slower than the read timeout allows is cut off: it is
+//     answered 400 ERR_NGROK_213 and the connection closed within the timeout (plus a margin),
+//     and nothing of the request is stored (the list stays empty).
+func TestIdleAndReadTimeouts(t *testing.T) {
+	t.Parallel()
+	const (
+		idle   = 1500 * time.Millisecond
+		read   = 2 * time.Second
+		margin = 2 * time.Second
+	)
+	db := filepath.Join(t.TempDir(), "edgeplane.db")
+	p := startServe(t, "", []string{"EDGEPLANE_IDLE_TIMEOUT=" + idle.String()},
+		"--db", db, "--listen", "127.0.0.1:0", "--read-timeout", read.String())
+	token, ok := bootstrapToken(t, p.Stderr.String())
+	if !ok {
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
+	}
+	request := func(method, path, body string) string {
+		return fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nNgrok-Version: 2\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", method, path, token, len(body), body)
+	}
+
+	t.Run("idle", func(t *testing.T) {
+		t.Parallel()
+		conn, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, request("GET", "/ip_policies", "")); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("GET /ip_policies: %d", res.StatusCode)
+		}
+		start := time.Now()
+		_ = conn.SetReadDeadline(start.Add(idle + margin))
+		n, err := br.Read(make([]byte, 1))
+		waited := time.Since(start)
+		if n != 0 || err != io.EOF {
+			t.Fatalf("after %v idle: read %d bytes, error %v; want the server to close the connection (EOF)", waited, n, err)
+		}
+		if waited < idle-200*time.Millisecond {
+			t.Fatalf("the server closed the idle connection after %v, before the %v idle timeout", waited, idle)
+		}
+		t.Logf("idle connection closed after %v", waited.Round(time.Millisecond))
+	})
+
+	t.Run("slow body", func(t *testing.T) {
+		t.Parallel()
+		conn, err := net.Dial("tcp", p.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body := `{"description":"slow","action":"allow"}`
+		full := request("POST", "/ip_policies", body)
+		head := full[:len(full)-len(body)]
+		start := time.Now()
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan time.Duration, 1)
+		var answer strings.Builder
+		go func() {
+			_ = conn.SetReadDeadline(start.Add(read + margin))
+			_, _ = io.Copy(&answer, conn)
+			closed <- time.Since(start)
+		}()
+		// One byte every 400 ms: the body would take 16 s.
+		tick := time.NewTicker(400 * time.Millisecond)
+		defer tick.Stop()
+		var took time.Duration
+	trickle:
+		for i := 0; ; i++ {
+			select {
+			case took = <-closed:
+				break trickle
+			case <-tick.C:
+				if i < len(body)-1 { // never the last byte
+					_, _ = io.WriteString(conn, body[i:i+1])
+				}
+			}
+		}
+		if took >= read+margin {
+			t.Fatalf("the server kept reading a trickling body for %v, beyond the %v read timeout", took, read)
+		}
+		if took < read-200*time.Millisecond {
+			t.Fatalf("the connection was closed after %v, before the %v read timeout", took, read)
+		}
+		t.Logf("trickling body cut off after %v", took.Round(time.Millisecond))
+		if a := answer.String(); !strings.HasPrefix(a, "HTTP/1.1 400 ") || !strings.Contains(a, `"error_code":"ERR_NGROK_213"`) {
+			t.Fatalf("the cut-off request was answered %q, want 400 ERR_NGROK_213", a)
+		}
+		if status, got := call(t, "GET", p.url("/ip_policies"), token, ""); status != 200 || strings.Contains(string(got), "slow") {
+			t.Fatalf("after the cut-off request: %d %s", status, got)
+		}
+	})
+}
+
+// TestInvalidTimeoutsAreRejected: a timeout that is not a positive duration stops serve before
+// it listens, with a message naming the flag and the value.
+func TestInvalidTimeoutsAreRejected(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env, args []string
+		want      string
+	}{
+		{nil, []string{"--idle-timeout", "soon"}, `--idle-timeout must be a positive duration like 2m0s, got "soon"`},
+		{nil, []string{"--read-timeout", "0s"}, `--read-timeout must be a positive duration like 1m0s, got "0s"`},
+		{nil, []string{"--write-timeout", "-5s"}, `--write-timeout must be a positive duration like 1m0s, got "-5s"`},
+		{[]string{"EDGEPLANE_READ_HEADER_TIMEOUT=10"}, nil, `--read-header-timeout must be a positive duration like 10s, got "10"`},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "edgeplane.db")
+			args := append([]string{"serve", "--db", db, "--listen", "127.0.0.1:0"}, c.args...)
+			_, stderr, code := runBin(t, c.env, args...)
+			if code == 0 || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, stderr %q; want a failure saying %q", code, stderr, c.want)
+			}
+			if strings.Contains(stderr, "edgeplane listening") {
+				t.Fatalf("serve listened despite the invalid timeout:\n%s", stderr)
+			}
+		})
 	}
 }
