@@ -110,9 +110,12 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 		}
 		s.cache.count(false)
 	}
+	if !storable(selector) {
+		return ep.Caller{}, unknownToken() // no key has it, and PostgreSQL would refuse the query
+	}
 	if s.combine != nil {
-		l := &lookup{selector: selector}
-		if err := s.combine.do(ctx, l); err != nil { // l is not ours to read
+		l, err := s.combine.do(ctx, selector, "", "")
+		if err != nil {
 			return ep.Caller{}, s.classify(err)
 		}
 		return l.k.caller(s, l.err, secret)
@@ -137,7 +140,7 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 // otherwise the caller may store the body it renders from doc there. Rendered is nil for objects
 // outside the cache and for collections that embed others.
 func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, res *ep.Resource, parentID, id, renderKey string) (ep.Caller, ep.Document, *Rendered, error) {
-	if !storable(id) || !storable(parentID) {
+	if !storable(id) || !storable(parentID) || !storable(selector) {
 		// Such an id is never found; the key is still checked first.
 		c, err := s.Authenticate(ctx, selector, secret)
 		if err == nil {
@@ -160,8 +163,8 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 	switch {
 	case hit:
 	case s.combine != nil:
-		l := &lookup{selector: selector, id: id, kind: res.Kind}
-		if err = s.combine.do(ctx, l); err == nil { // else l is not ours to read
+		var l *lookup
+		if l, err = s.combine.do(ctx, selector, id, res.Kind); err == nil {
 			k, obj, err = l.k, cachedObject{doc: l.doc, parent: l.parent}, l.err
 		}
 	default:

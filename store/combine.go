@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -26,10 +27,19 @@ import (
 // arrays) to the keys and objects. Nobody waits on purpose: a lone request is looked up at once
 // (with the single-row query), and a busy server looks up more requests per query.
 //
-// Each request's answer is exactly what its own query would have read: the combined query runs
-// after every member arrived, and each member's row depends on its own selector and id only.
-// A member whose request ends while it waits is answered with its context's error, and its row,
-// if read, is dropped.
+// Each request's answer is what its own query would have read: the combined query starts after
+// every member arrived, and each member's row depends on its own selector, id and kind only.
+// A query answers for several requests, so its failure is nobody's answer in particular: when a
+// combined query fails as a whole (an outage, a value PostgreSQL refuses), each of its requests
+// asks again alone, with its own query on its own context, and gets that query's answer. So no
+// request can fail another.
+//
+// A connection that stops answering (a frozen host, a half-open TCP connection) must not stop
+// every request behind the lookup goroutines either. A request waits for a lookup goroutine
+// and its answer at most combinePatience, far longer than a combined query takes; then it runs
+// its own query, as it would without combining, and so do the requests after it until a lookup
+// goroutine finishes a query again. A stuck goroutine waits out its query's deadline: the latest
+// deadline of the requests it answers.
 
 const (
 	// combineWorkers is how many combined queries may run at once. Two let one query run in the
@@ -37,8 +47,11 @@ const (
 	combineWorkers = 2
 	// combineMax is the most lookups of one query.
 	combineMax = 64
-	// combineTimeout bounds a combined query, which runs on behalf of several requests and so
-	// without any one request's cancellation.
+	// combinePatience is about how long a request waits for the combiner before it asks alone:
+	// between half of it and all of it.
+	combinePatience = time.Second
+	// combineTimeout bounds a combined query for requests without a deadline (the server gives
+	// every request one, which bounds the query instead).
 	combineTimeout = 10 * time.Second
 )
 
@@ -55,11 +68,17 @@ const authMany = `SELECT r.n, t.hash, t.account_id, t.object_id, p.id, p.role, p
 // lookup is one authentication, with the read of one object when id is set.
 type lookup struct {
 	selector, id, kind string
-	// Results: the key, and the object's columns (NULL when there is no such object).
+	// deadline is the request's, if it has one: a combined query runs until the latest of its
+	// members'.
+	deadline time.Time
+	// Results: the key (err is sql.ErrNoRows when there is none), and the object's columns (NULL
+	// when there is no such object).
 	k      keyRow
 	doc    []byte
 	parent sql.NullString
 	err    error
+	// failed is set when the query failed as a whole: err is its error, nobody's answer.
+	failed bool
 	done   chan struct{}
 }
 
@@ -71,14 +90,43 @@ type combiner struct {
 	once  sync.Once
 	// queries and lookups count what the goroutines ran, for LookupStats.
 	queries, lookups atomic.Uint64
+	// patience is the channel a request waits on for its patience to run out (see clock).
+	patience atomic.Pointer[chan struct{}]
+	// stuck is set when a request ran out of patience, and cleared when a lookup goroutine
+	// finishes a query: meanwhile requests ask alone at once instead of each waiting out its
+	// patience first.
+	stuck atomic.Bool
 }
 
 func newCombiner(s *Store) *combiner {
 	c := &combiner{s: s, queue: make(chan *lookup), stop: make(chan struct{})}
+	first := make(chan struct{})
+	c.patience.Store(&first)
+	go c.clock()
 	for range combineWorkers {
 		go c.loop()
 	}
 	return c
+}
+
+// clock runs out the requests' patience without a timer per request: every half
+// combinePatience it closes the channel it handed out the time before last, so a request that
+// took the current channel (c.patience) sees it closed between one half and one whole
+// combinePatience later.
+func (c *combiner) clock() {
+	tick := time.NewTicker(combinePatience / 2)
+	defer tick.Stop()
+	prev := make(chan struct{})
+	for {
+		select {
+		case <-tick.C:
+			close(prev)
+			next := make(chan struct{})
+			prev = *c.patience.Swap(&next)
+		case <-c.stop:
+			return
+		}
+	}
 }
 
 func (c *combiner) close() {
@@ -87,21 +135,58 @@ func (c *combiner) close() {
 	}
 }
 
-// do looks l up, combined with the lookups of other requests waiting at the same time.
-func (c *combiner) do(ctx context.Context, l *lookup) error {
-	l.done = make(chan struct{})
+// do looks up the key with selector, and the object with id and kind when id is set, combined
+// with the lookups of other requests waiting at the same time. The lookup it returns is the
+// caller's to read; an error is ctx's or the closed store's.
+func (c *combiner) do(ctx context.Context, selector, id, kind string) (*lookup, error) {
+	l := &lookup{selector: selector, id: id, kind: kind, done: make(chan struct{})}
+	if c.stuck.Load() {
+		return c.alone(ctx, l), nil
+	}
+	l.deadline, _ = ctx.Deadline()
+	patience := *c.patience.Load()
 	select {
 	case c.queue <- l:
+	case <-patience:
+		c.stuck.Store(true) // the lookup goroutines are all stuck
+		return c.alone(ctx, l), nil
 	case <-c.stop:
-		return errStoreClosed
+		return nil, errStoreClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
+	// From here on l belongs to a lookup goroutine until done is closed; a request that stops
+	// waiting earlier never reads it again.
 	select {
 	case <-l.done:
-		return nil
+		if l.failed {
+			return c.alone(ctx, l), nil
+		}
+		return l, nil
+	case <-patience:
+		c.stuck.Store(true)
+		return c.alone(ctx, l), nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
+	}
+}
+
+// alone looks up what l asks with the single-row query on the request's own context, into a
+// lookup of its own (l may still be written by a lookup goroutine).
+func (c *combiner) alone(ctx context.Context, l *lookup) *lookup {
+	own := &lookup{selector: l.selector, id: l.id, kind: l.kind}
+	c.single(ctx, own)
+	return own
+}
+
+// single runs the single-row query of l.
+func (c *combiner) single(ctx context.Context, l *lookup) {
+	dest := l.k.dest()
+	if l.id == "" {
+		l.err = c.s.rd.QueryRowContext(ctx, c.s.q.auth, l.selector, ep.APIKeys.Kind).Scan(dest...)
+	} else {
+		l.err = c.s.rd.QueryRowContext(ctx, c.s.q.authGet, l.id, l.kind, l.selector, ep.APIKeys.Kind).
+			Scan(append(dest, &l.doc, &l.parent)...)
 	}
 }
 
@@ -126,6 +211,7 @@ func (c *combiner) loop() {
 		c.queries.Add(1)
 		c.lookups.Add(uint64(len(batch)))
 		c.run(batch)
+		c.stuck.Store(false)
 		for _, l := range batch {
 			close(l.done)
 		}
@@ -133,19 +219,15 @@ func (c *combiner) loop() {
 	}
 }
 
-// run reads the keys and objects of batch and fills in each lookup's results.
+// run reads the keys and objects of batch and fills in each lookup's results, or marks them all
+// failed.
 func (c *combiner) run(batch []*lookup) {
-	ctx, cancel := context.WithTimeout(context.Background(), combineTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), batchDeadline(batch))
 	defer cancel()
 	if len(batch) == 1 {
 		l := batch[0]
-		dest := l.k.dest()
-		if l.id == "" {
-			l.err = c.s.rd.QueryRowContext(ctx, c.s.q.auth, l.selector, ep.APIKeys.Kind).Scan(dest...)
-		} else {
-			l.err = c.s.rd.QueryRowContext(ctx, c.s.q.authGet, l.id, l.kind, l.selector, ep.APIKeys.Kind).
-				Scan(append(dest, &l.doc, &l.parent)...)
-		}
+		c.single(ctx, l)
+		l.failed = l.err != nil && !errors.Is(l.err, sql.ErrNoRows)
 		return
 	}
 	sels, ids, kinds := make([]string, len(batch)), make([]string, len(batch)), make([]string, len(batch))
@@ -159,9 +241,24 @@ func (c *combiner) run(batch []*lookup) {
 	}
 	if err != nil {
 		for _, l := range batch {
-			l.k, l.doc, l.parent, l.err = keyRow{}, nil, sql.NullString{}, err
+			l.k, l.doc, l.parent, l.err, l.failed = keyRow{}, nil, sql.NullString{}, err, true
 		}
 	}
+}
+
+// batchDeadline is the latest deadline of the batch's requests, or combineTimeout from now when
+// one of them has none.
+func batchDeadline(batch []*lookup) time.Time {
+	var latest time.Time
+	for _, l := range batch {
+		if l.deadline.IsZero() {
+			return time.Now().Add(combineTimeout)
+		}
+		if l.deadline.After(latest) {
+			latest = l.deadline
+		}
+	}
+	return latest
 }
 
 // scan hands each row of a combined query to the lookup it answers.

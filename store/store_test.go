@@ -477,6 +477,13 @@ func TestAuthenticate(t *testing.T) {
 		}
 		_, err = s.Authenticate(ctx, sel, secret[:51]+wrong)
 		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		// A selector that is not valid UTF-8 (ParseToken does not look at its characters) names
+		// no key; PostgreSQL would refuse the query itself, which was a 500.
+		bad := sel[:26] + "\xff"
+		_, err = s.Authenticate(ctx, bad, secret)
+		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		_, _, _, err = s.AuthenticateGet(ctx, bad, secret, ep.APIKeys, "", d.Base().ID, "")
+		wantCode(t, err, 401, ep.CodeAuthUnknown)
 		if err := s.Delete(ctx, a, ep.APIKeys, "", d.Base().ID); err != nil {
 			t.Fatal(err)
 		}

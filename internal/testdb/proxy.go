@@ -1,7 +1,6 @@
 package testdb
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -18,6 +17,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]bool
+	// gen counts Freeze calls; a connection opened at an earlier gen is frozen.
+	gen int
 }
 
 // NewProxy starts a proxy to target ("host:port") on 127.0.0.1; it is closed when the test ends.
@@ -88,11 +89,44 @@ func (p *Proxy) pipe(c net.Conn) {
 		return
 	}
 	p.conns[c], p.conns[up] = true, true
+	gen := p.gen
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
-	_, _ = io.Copy(c, up)
+	go func() { p.copy(up, c, gen); up.Close(); c.Close() }()
+	p.copy(c, up, gen)
 	c.Close()
 	up.Close()
+}
+
+// copy forwards what src sends to dst until either breaks. Once the connection is frozen, what
+// arrives is dropped instead.
+func (p *Proxy) copy(dst, src net.Conn, gen int) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.frozen(gen) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) frozen(gen int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return gen < p.gen
+}
+
+// Freeze makes every open connection stop forwarding, in both directions, while it stays open:
+// a database whose connections hang (a host that froze, a half-open TCP connection) rather than
+// one that refuses them (Down). Connections opened afterwards work.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
 }
 
 // Down closes the listener and every open connection: new connections are refused and existing
