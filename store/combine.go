@@ -93,9 +93,11 @@ type combiner struct {
 	// patience is the channel a request waits on for its patience to run out (see clock).
 	patience atomic.Pointer[chan struct{}]
 	// stuck is set when a request ran out of patience, and cleared when a lookup goroutine
-	// finishes a query: meanwhile requests ask alone at once instead of each waiting out its
-	// patience first.
+	// finishes a query, or at the clock's next tick when none is busy: meanwhile requests ask
+	// alone at once instead of each waiting out its patience first.
 	stuck atomic.Bool
+	// busy counts the lookup goroutines running a query.
+	busy atomic.Int32
 }
 
 func newCombiner(s *Store) *combiner {
@@ -123,6 +125,11 @@ func (c *combiner) clock() {
 			close(prev)
 			next := make(chan struct{})
 			prev = *c.patience.Swap(&next)
+			// A request may set stuck just after the last busy lookup goroutine finished, with
+			// none busy to clear it again.
+			if c.busy.Load() == 0 {
+				c.stuck.Store(false)
+			}
 		case <-c.stop:
 			return
 		}
@@ -210,7 +217,9 @@ func (c *combiner) loop() {
 		}
 		c.queries.Add(1)
 		c.lookups.Add(uint64(len(batch)))
+		c.busy.Add(1)
 		c.run(batch)
+		c.busy.Add(-1)
 		c.stuck.Store(false)
 		for _, l := range batch {
 			close(l.done)

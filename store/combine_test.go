@@ -373,3 +373,19 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 		})
 	}
 }
+
+// stuck can be set just after the last busy lookup goroutine cleared it, leaving none busy to
+// clear it again; the clock clears it within a tick, so requests go back to being combined.
+func TestCombinerRecoversFromStaleStuck(t *testing.T) {
+	f := newCombineFixture(t)
+	f.s.combine.stuck.Store(true)
+	time.Sleep(combinePatience)
+	before := f.s.LookupStats().Lookups
+	l, err := f.s.combine.do(context.Background(), f.ka, "", "")
+	if err != nil || l.err != nil {
+		t.Fatalf("lookup: %v %v", err, l.err)
+	}
+	if f.s.LookupStats().Lookups == before {
+		t.Fatal("a second after stuck was set with no lookup goroutine busy, lookups still bypass the combiner")
+	}
+}
