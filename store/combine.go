@@ -93,11 +93,9 @@ type combiner struct {
 	// patience is the channel a request waits on for its patience to run out (see clock).
 	patience atomic.Pointer[chan struct{}]
 	// stuck is set when a request ran out of patience, and cleared when a lookup goroutine
-	// finishes a query, or at the clock's next tick when none is busy: meanwhile requests ask
-	// alone at once instead of each waiting out its patience first.
+	// finishes a query: meanwhile a request is combined only if a lookup goroutine is free at
+	// that moment, and otherwise asks alone at once instead of waiting out its patience first.
 	stuck atomic.Bool
-	// busy counts the lookup goroutines running a query.
-	busy atomic.Int32
 }
 
 func newCombiner(s *Store) *combiner {
@@ -125,11 +123,6 @@ func (c *combiner) clock() {
 			close(prev)
 			next := make(chan struct{})
 			prev = *c.patience.Swap(&next)
-			// A request may set stuck just after the last busy lookup goroutine finished, with
-			// none busy to clear it again.
-			if c.busy.Load() == 0 {
-				c.stuck.Store(false)
-			}
 		case <-c.stop:
 			return
 		}
@@ -147,32 +140,39 @@ func (c *combiner) close() {
 // caller's to read; an error is ctx's or the closed store's.
 func (c *combiner) do(ctx context.Context, selector, id, kind string) (*lookup, error) {
 	l := &lookup{selector: selector, id: id, kind: kind, done: make(chan struct{})}
-	if c.stuck.Load() {
-		return c.alone(ctx, l), nil
-	}
 	l.deadline, _ = ctx.Deadline()
 	patience := *c.patience.Load()
-	select {
-	case c.queue <- l:
-	case <-patience:
-		c.stuck.Store(true) // the lookup goroutines are all stuck
-		return c.alone(ctx, l), nil
-	case <-c.stop:
-		return nil, errStoreClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if c.stuck.Load() {
+		// Only a lookup goroutine that is free right now may take it. (One is when the flag
+		// was set just after the last busy one finished; taking the lookup clears it.)
+		select {
+		case c.queue <- l:
+		default:
+			return c.alone(ctx, l)
+		}
+	} else {
+		select {
+		case c.queue <- l:
+		case <-patience:
+			c.stuck.Store(true) // the lookup goroutines are all stuck
+			return c.alone(ctx, l)
+		case <-c.stop:
+			return nil, errStoreClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	// From here on l belongs to a lookup goroutine until done is closed; a request that stops
 	// waiting earlier never reads it again.
 	select {
 	case <-l.done:
 		if l.failed {
-			return c.alone(ctx, l), nil
+			return c.alone(ctx, l)
 		}
 		return l, nil
 	case <-patience:
 		c.stuck.Store(true)
-		return c.alone(ctx, l), nil
+		return c.alone(ctx, l)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -180,10 +180,15 @@ func (c *combiner) do(ctx context.Context, selector, id, kind string) (*lookup, 
 
 // alone looks up what l asks with the single-row query on the request's own context, into a
 // lookup of its own (l may still be written by a lookup goroutine).
-func (c *combiner) alone(ctx context.Context, l *lookup) *lookup {
+func (c *combiner) alone(ctx context.Context, l *lookup) (*lookup, error) {
+	select {
+	case <-c.stop:
+		return nil, errStoreClosed
+	default:
+	}
 	own := &lookup{selector: l.selector, id: l.id, kind: l.kind}
 	c.single(ctx, own)
-	return own
+	return own, nil
 }
 
 // single runs the single-row query of l.
@@ -217,9 +222,7 @@ func (c *combiner) loop() {
 		}
 		c.queries.Add(1)
 		c.lookups.Add(uint64(len(batch)))
-		c.busy.Add(1)
 		c.run(batch)
-		c.busy.Add(-1)
 		c.stuck.Store(false)
 		for _, l := range batch {
 			close(l.done)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,9 +215,9 @@ func isUnknownKey(err error) bool {
 	return errors.As(err, &e) && e.Status == 401 && e.Code == ep.CodeAuthUnknown
 }
 
-// A lookup after Close is refused at once instead of waiting for a goroutine that has stopped:
-// with the store's own error, or with database/sql's, when a lookup goroutine took it in the
-// moment Close began.
+// A lookup after Close is refused at once with the store's own error, instead of waiting for a
+// goroutine that has stopped (or, when a lookup goroutine took it in the moment Close began,
+// asking the closed database again alone).
 func TestCombinedLookupAfterClose(t *testing.T) {
 	f := newCombineFixture(t)
 	f.s.Close()
@@ -229,8 +228,8 @@ func TestCombinedLookupAfterClose(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, errStoreClosed) && (err == nil || !strings.Contains(err.Error(), "database is closed")) {
-			t.Fatalf("after Close: %v, want the store's or database/sql's closed error", err)
+		if !errors.Is(err, errStoreClosed) {
+			t.Fatalf("after Close: %v, want %v", err, errStoreClosed)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a lookup after Close hangs")
@@ -366,7 +365,9 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			if late.Load() < 100 {
+			// 16 clients at most one request per 10 ms each could do 4,800 in 3 s; a request
+			// that waits out its patience (0.5-1 s) each time would allow a few hundred.
+			if late.Load() < 1500 {
 				t.Fatalf("%d authentications succeeded in the last %v after connections froze", late.Load(), run/2)
 			}
 			t.Logf("%d authentications succeeded in the last %v", late.Load(), run/2)
@@ -375,17 +376,19 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 }
 
 // stuck can be set just after the last busy lookup goroutine cleared it, leaving none busy to
-// clear it again; the clock clears it within a tick, so requests go back to being combined.
+// clear it again: a lookup that finds a lookup goroutine free is still combined, which clears it.
 func TestCombinerRecoversFromStaleStuck(t *testing.T) {
 	f := newCombineFixture(t)
 	f.s.combine.stuck.Store(true)
-	time.Sleep(combinePatience)
 	before := f.s.LookupStats().Lookups
 	l, err := f.s.combine.do(context.Background(), f.ka, "", "")
 	if err != nil || l.err != nil {
 		t.Fatalf("lookup: %v %v", err, l.err)
 	}
 	if f.s.LookupStats().Lookups == before {
-		t.Fatal("a second after stuck was set with no lookup goroutine busy, lookups still bypass the combiner")
+		t.Fatal("with stuck set and the lookup goroutines free, a lookup bypassed the combiner")
+	}
+	if f.s.combine.stuck.Load() {
+		t.Fatal("a combined lookup left stuck set")
 	}
 }
