@@ -33,8 +33,7 @@ type combineFixture struct {
 
 func newCombineFixture(t *testing.T) *combineFixture {
 	t.Helper()
-	ctx := context.Background()
-	s, err := Open(ctx, testdb.Postgres(t))
+	s, err := Open(context.Background(), testdb.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,23 +42,8 @@ func newCombineFixture(t *testing.T) *combineFixture {
 		t.Fatal("a PostgreSQL store has no combiner")
 	}
 	f := &combineFixture{s: s}
-	key := func(name string) (ep.Caller, string, string, string) {
-		c, _, err := s.EnsureAccount(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := s.Create(ctx, c, ep.APIKeys, "", &ep.APIKeyCreate{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sel, secret, ok := ep.ParseToken(*d.(*ep.APIKey).Token)
-		if !ok {
-			t.Fatal("the new key's token does not parse")
-		}
-		return c, sel, secret, d.Base().ID
-	}
-	f.a, f.ka, f.sa, f.idA = key("a")
-	f.b, f.kb, f.sb, f.idB = key("b")
+	f.a, f.ka, f.sa, f.idA = newAPIKey(t, s, "a")
+	f.b, f.kb, f.sb, f.idB = newAPIKey(t, s, "b")
 	kind := ep.APIKeys.Kind
 	for _, c := range []struct {
 		l               lookup
@@ -78,6 +62,26 @@ func newCombineFixture(t *testing.T) *combineFixture {
 		f.wantKey, f.wantDoc, f.wantSecret = append(f.wantKey, c.key), append(f.wantDoc, c.doc), append(f.wantSecret, c.secrt)
 	}
 	return f
+}
+
+// newAPIKey makes an API key in the account with this name (made when missing) and returns the
+// account's admin, the key's selector and secret, and the key's id.
+func newAPIKey(t *testing.T, s *Store, account string) (admin ep.Caller, selector, secret, id string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, _, err := s.EnsureAccount(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Create(ctx, admin, ep.APIKeys, "", &ep.APIKeyCreate{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector, secret, ok := ep.ParseToken(*d.(*ep.APIKey).Token)
+	if !ok {
+		t.Fatal("the new key's token does not parse")
+	}
+	return admin, selector, secret, d.Base().ID
 }
 
 // check asserts that l holds the answer case i wants.
@@ -319,15 +323,7 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			a, _, err := s.EnsureAccount(ctx, "a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := s.Create(ctx, a, ep.APIKeys, "", &ep.APIKeyCreate{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sel, secret, _ := ep.ParseToken(*d.(*ep.APIKey).Token)
+			a, sel, secret, keyID := newAPIKey(t, s, "a")
 			s.w.SetMaxIdleConns(c.warm)
 			var wg sync.WaitGroup
 			for range c.warm {
@@ -335,7 +331,7 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for range 50 {
-						_, _ = s.Get(ctx, a.AccountID, ep.APIKeys, "", d.Base().ID)
+						_, _ = s.Get(ctx, a.AccountID, ep.APIKeys, "", keyID)
 					}
 				}()
 			}
