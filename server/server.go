@@ -29,6 +29,11 @@ type Config struct {
 	// RequestTimeout bounds the work of one API request, database included, so that a database
 	// outage is answered with a fast 503 instead of a hang. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// WriteTimeout is the http.Server's WriteTimeout, when it has one. An answer not written
+	// within it of the request's header is never sent, so work that ends after it would be done
+	// for a client that is never told: a request's deadline is therefore at most nine tenths of
+	// it (the rest is left for writing the answer), when that is shorter than RequestTimeout.
+	WriteTimeout time.Duration
 	// Metrics, when set, records every request; MetricsOnMain also serves GET /metrics on this
 	// handler (without auth) rather than on a listener of its own.
 	Metrics       *Metrics
@@ -74,6 +79,9 @@ func New(st *store.Store, cfg Config) *Server {
 	s.timeout = cfg.RequestTimeout
 	if s.timeout <= 0 {
 		s.timeout = DefaultRequestTimeout
+	}
+	if w := cfg.WriteTimeout - cfg.WriteTimeout/10; w > 0 && w < s.timeout {
+		s.timeout = w
 	}
 	s.metrics, s.cors, s.limiter = cfg.Metrics, newCORS(cfg.CORSOrigins), newLimiter(cfg.RateLimit)
 	if st != nil { // the fuzz targets build a server without a store

@@ -378,7 +378,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	srv := &http.Server{
 		Handler: server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
-			MetricsOnMain: *metricsListen == "", CORSOrigins: splitList(*corsOrigins), RateLimit: limit}),
+			MetricsOnMain: *metricsListen == "", CORSOrigins: splitList(*corsOrigins), RateLimit: limit,
+			WriteTimeout: timeout.write}),
 		ReadHeaderTimeout: timeout.readHeader,
 		ReadTimeout:       timeout.read,
 		WriteTimeout:      timeout.write,

@@ -235,3 +235,63 @@ func TestInvalidTimeoutsAreRejected(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteTimeout runs a server with a short --write-timeout and sends a create whose body
+// arrives after it (well within the read timeout). Its answer could not be sent any more, so the
+// server must not act on it either: the connection closes without an answer, the request log
+// shows it answered 503, and nothing is stored. The same create sent promptly is stored (201).
+// Without the request deadline following the write timeout, the late create was stored and its
+// client never told.
+func TestWriteTimeout(t *testing.T) {
+	t.Parallel()
+	const (
+		write  = time.Second
+		late   = 1500 * time.Millisecond // when the body's last byte is sent
+		margin = 2 * time.Second
+	)
+	db := filepath.Join(t.TempDir(), "edgeplane.db")
+	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--write-timeout", write.String())
+	token, ok := bootstrapToken(t, p.Stderr.String())
+	if !ok {
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
+	}
+	if status, body := call(t, "POST", p.url("/ip_policies"), token, `{"description":"prompt"}`); status != 201 {
+		t.Fatalf("a prompt create: %d %s", status, body)
+	}
+
+	conn, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"description":"late"}`
+	start := time.Now()
+	if _, err := fmt.Fprintf(conn, "POST /ip_policies HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nNgrok-Version: 2\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", token, len(body), body[:len(body)-1]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(late - time.Since(start))
+	if _, err := io.WriteString(conn, body[len(body)-1:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(margin))
+	answer, _ := io.ReadAll(conn)
+	took := time.Since(start)
+	if len(answer) != 0 {
+		t.Fatalf("a request whose body ended after the %v write timeout was answered %q; want the connection closed", write, answer)
+	}
+	if took >= late+margin {
+		t.Fatalf("the connection was still open %v after the request", took-late)
+	}
+	if status, got := call(t, "GET", p.url("/ip_policies"), token, ""); status != 200 || strings.Contains(string(got), `"late"`) || !strings.Contains(string(got), `"prompt"`) {
+		t.Fatalf("after the late create: %d %s; want only the prompt one stored", status, got)
+	}
+	// The log has the answer the client never got.
+	deadline := time.Now().Add(margin)
+	for !strings.Contains(p.Stderr.String(), "status=503") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 503 in the request log:\n%s", p.Stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
