@@ -116,6 +116,8 @@ var (
 		"PostgreSQL: queries that authenticated the keys (and read the objects of GETs by id) of requests waiting together.", nil, nil)
 	lookups = prometheus.NewDesc("edgeplane_key_lookups_total",
 		"PostgreSQL: key lookups of requests answered by those queries; divided by edgeplane_key_lookup_queries_total, the average number combined.", nil, nil)
+	lookupsAlone = prometheus.NewDesc("edgeplane_key_lookups_alone_total",
+		"PostgreSQL: key lookups requests ran on queries of their own because a combined query failed or the combining goroutines were stuck; growth means stalling database connections.", nil, nil)
 )
 
 // readCacheStatser and commitStatser are what the metrics need of a SQLite store.
@@ -132,7 +134,7 @@ type lookupStatser interface {
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads, writeBatches, writeTxs, lookupQueries, lookups} {
+	for _, d := range []*prometheus.Desc{poolOpen, poolInUse, poolIdle, poolMax, poolWaits, poolWaitTime, cacheReads, writeBatches, writeTxs, lookupQueries, lookups, lookupsAlone} {
 		ch <- d
 	}
 }
@@ -160,5 +162,6 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		st := ls.LookupStats()
 		ch <- prometheus.MustNewConstMetric(lookupQueries, prometheus.CounterValue, float64(st.Queries))
 		ch <- prometheus.MustNewConstMetric(lookups, prometheus.CounterValue, float64(st.Lookups))
+		ch <- prometheus.MustNewConstMetric(lookupsAlone, prometheus.CounterValue, float64(st.Alone))
 	}
 }

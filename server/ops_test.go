@@ -68,6 +68,7 @@ func TestMetrics(t *testing.T) {
 		`edgeplane_write_transactions_total `,
 		`edgeplane_key_lookup_queries_total `,
 		`edgeplane_key_lookups_total `,
+		`edgeplane_key_lookups_alone_total `,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(m, want) {

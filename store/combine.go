@@ -88,8 +88,9 @@ type combiner struct {
 	queue chan *lookup
 	stop  chan struct{}
 	once  sync.Once
-	// queries and lookups count what the goroutines ran, for LookupStats.
-	queries, lookups atomic.Uint64
+	// queries and lookups count what the goroutines ran, and aloneCount the lookups requests
+	// ran on their own queries instead, for LookupStats.
+	queries, lookups, aloneCount atomic.Uint64
 	// patience is the channel a request waits on for its patience to run out (see clock).
 	patience atomic.Pointer[chan struct{}]
 	// stuck is set when a request ran out of patience, and cleared when a lookup goroutine
@@ -186,6 +187,7 @@ func (c *combiner) alone(ctx context.Context, l *lookup) (*lookup, error) {
 		return nil, errStoreClosed
 	default:
 	}
+	c.aloneCount.Add(1)
 	own := &lookup{selector: l.selector, id: l.id, kind: l.kind}
 	c.single(ctx, own)
 	return own, nil
@@ -299,10 +301,12 @@ func (c *combiner) scan(rows *sql.Rows, batch []*lookup) error {
 }
 
 // LookupStats counts the key lookups of a PostgreSQL store and the queries they were combined
-// into: Lookups / Queries is the average number of requests one query answered. Both are zero on
-// SQLite.
+// into: Lookups / Queries is the average number of requests one query answered. Alone counts the
+// lookups requests ran on queries of their own after a combined query failed or the lookup
+// goroutines were stuck: on a healthy database it stays near zero, and its growth is the sign of
+// connections that stall. All are zero on SQLite.
 type LookupStats struct {
-	Queries, Lookups uint64
+	Queries, Lookups, Alone uint64
 }
 
 // LookupStats returns the combined lookup counters since the store opened.
@@ -310,5 +314,5 @@ func (s *Store) LookupStats() LookupStats {
 	if s.combine == nil {
 		return LookupStats{}
 	}
-	return LookupStats{Queries: s.combine.queries.Load(), Lookups: s.combine.lookups.Load()}
+	return LookupStats{Queries: s.combine.queries.Load(), Lookups: s.combine.lookups.Load(), Alone: s.combine.aloneCount.Load()}
 }

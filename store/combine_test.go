@@ -259,6 +259,9 @@ func TestCombinedLookupFailureIsNotShared(t *testing.T) {
 			t.Fatalf("member %d of a refused query: failed %v, error %v", i, l.failed, l.err)
 		}
 	}
+	if n := f.s.LookupStats().Alone; n != 0 {
+		t.Fatalf("%d lookups counted alone before any request asked alone", n)
+	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -294,6 +297,10 @@ func TestCombinedLookupFailureIsNotShared(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	// Every member of a query with the poisoned selector in it asked again alone.
+	if n := f.s.LookupStats().Alone; n == 0 {
+		t.Fatal("lookups asked again alone after refused queries, and none was counted")
 	}
 }
 
@@ -367,6 +374,9 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 				t.Fatalf("%d authentications succeeded in the last %v after connections froze", late.Load(), run/2)
 			}
 			t.Logf("%d authentications succeeded in the last %v", late.Load(), run/2)
+			if s.LookupStats().Alone == 0 {
+				t.Fatal("requests got past frozen connections, and no lookup was counted as asked alone")
+			}
 		})
 	}
 }
@@ -376,13 +386,13 @@ func TestCombinedLookupsSurviveFrozenConnections(t *testing.T) {
 func TestCombinerRecoversFromStaleStuck(t *testing.T) {
 	f := newCombineFixture(t)
 	f.s.combine.stuck.Store(true)
-	before := f.s.LookupStats().Lookups
+	before := f.s.LookupStats()
 	l, err := f.s.combine.do(context.Background(), f.ka, "", "")
 	if err != nil || l.err != nil {
 		t.Fatalf("lookup: %v %v", err, l.err)
 	}
-	if f.s.LookupStats().Lookups == before {
-		t.Fatal("with stuck set and the lookup goroutines free, a lookup bypassed the combiner")
+	if after := f.s.LookupStats(); after.Lookups == before.Lookups || after.Alone != before.Alone {
+		t.Fatalf("with stuck set and the lookup goroutines free, a lookup bypassed the combiner: before %+v, after %+v", before, after)
 	}
 	if f.s.combine.stuck.Load() {
 		t.Fatal("a combined lookup left stuck set")
