@@ -117,7 +117,7 @@ var (
 	lookups = prometheus.NewDesc("edgeplane_key_lookups_total",
 		"PostgreSQL: key lookups of requests answered by those queries; divided by edgeplane_key_lookup_queries_total, the average number combined.", nil, nil)
 	lookupsAlone = prometheus.NewDesc("edgeplane_key_lookups_alone_total",
-		"PostgreSQL: key lookups requests ran on queries of their own because a combined query failed or the combining goroutines were stuck; growth means stalling database connections.", nil, nil)
+		"PostgreSQL: key lookups requests ran on queries of their own because their query failed or the combining goroutines were stuck; growth means failing or stalling database connections.", nil, nil)
 )
 
 // readCacheStatser and commitStatser are what the metrics need of a SQLite store.

@@ -47,7 +47,7 @@ type Config struct {
 // DefaultRequestTimeout is the default Config.RequestTimeout.
 const DefaultRequestTimeout = 10 * time.Second
 
-// readyTimeout bounds the database ping of /readyz.
+// readyTimeout bounds the database ping of /readyz, unless the request deadline is shorter.
 const readyTimeout = 2 * time.Second
 
 // Server is the API as an http.Handler.
@@ -161,7 +161,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz is readiness: 200 while the database answers, 503 while it does not, so a load balancer
 // sends traffic only to replicas that can serve it.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), min(readyTimeout, s.timeout))
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
 		s.log.Warn("not ready: database unreachable", "err", err)

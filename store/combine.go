@@ -302,9 +302,9 @@ func (c *combiner) scan(rows *sql.Rows, batch []*lookup) error {
 
 // LookupStats counts the key lookups of a PostgreSQL store and the queries they were combined
 // into: Lookups / Queries is the average number of requests one query answered. Alone counts the
-// lookups requests ran on queries of their own after a combined query failed or the lookup
+// lookups requests ran on queries of their own after the query they were in failed or the lookup
 // goroutines were stuck: on a healthy database it stays near zero, and its growth is the sign of
-// connections that stall. All are zero on SQLite.
+// queries that fail or connections that stall. All are zero on SQLite.
 type LookupStats struct {
 	Queries, Lookups, Alone uint64
 }

@@ -280,7 +280,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			readHeaderTimeout, &timeout.readHeader, nil},
 		{"read-timeout", "EDGEPLANE_READ_TIMEOUT", "longest a client may take to send a whole request, body included",
 			readTimeout, &timeout.read, nil},
-		{"write-timeout", "EDGEPLANE_WRITE_TIMEOUT", "longest from the end of a request's header to the end of its response",
+		{"write-timeout", "EDGEPLANE_WRITE_TIMEOUT", "longest from the end of a request's header to the end of its response; nine tenths of it also bounds a request's work when shorter than 10s",
 			writeTimeout, &timeout.write, nil},
 		{"idle-timeout", "EDGEPLANE_IDLE_TIMEOUT", "longest a keep-alive connection may wait for its next request; keep it above a load balancer's idle timeout",
 			idleTimeout, &timeout.idle, nil},

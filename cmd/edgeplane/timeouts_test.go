@@ -245,8 +245,8 @@ func TestInvalidTimeoutsAreRejected(t *testing.T) {
 func TestWriteTimeout(t *testing.T) {
 	t.Parallel()
 	const (
-		write  = time.Second
-		late   = 1500 * time.Millisecond // when the body's last byte is sent
+		write  = 2 * time.Second         // so requests get a 1.8 s deadline
+		late   = 3500 * time.Millisecond // when the body's last byte is sent: 1.7 s after that deadline
 		margin = 2 * time.Second
 	)
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
