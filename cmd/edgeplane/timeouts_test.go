@@ -38,11 +38,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	var wg sync.WaitGroup
 	closed := make([]time.Duration, len(clients))
 	for i, c := range clients {
-		conn, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := dial(t, p.Addr)
 		if c.first != "" {
 			if _, err := io.WriteString(conn, c.first); err != nil {
 				t.Fatal(err)
@@ -118,19 +114,11 @@ func TestIdleAndReadTimeouts(t *testing.T) {
 	if !ok {
 		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
 	}
-	request := func(method, path, body string) string {
-		return fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nNgrok-Version: 2\r\n"+
-			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", method, path, token, len(body), body)
-	}
 
 	t.Run("idle", func(t *testing.T) {
 		t.Parallel()
-		conn, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if _, err := io.WriteString(conn, request("GET", "/ip_policies", "")); err != nil {
+		conn := dial(t, p.Addr)
+		if _, err := io.WriteString(conn, rawRequest(token, "GET", "/ip_policies", "")); err != nil {
 			t.Fatal(err)
 		}
 		br := bufio.NewReader(conn)
@@ -158,13 +146,9 @@ func TestIdleAndReadTimeouts(t *testing.T) {
 
 	t.Run("slow body", func(t *testing.T) {
 		t.Parallel()
-		conn, err := net.Dial("tcp", p.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := dial(t, p.Addr)
 		body := `{"description":"slow","action":"allow"}`
-		full := request("POST", "/ip_policies", body)
+		full := rawRequest(token, "POST", "/ip_policies", body)
 		head := full[:len(full)-len(body)]
 		start := time.Now()
 		if _, err := io.WriteString(conn, head); err != nil {
@@ -259,19 +243,14 @@ func TestWriteTimeout(t *testing.T) {
 		t.Fatalf("a prompt create: %d %s", status, body)
 	}
 
-	conn, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"description":"late"}`
+	conn := dial(t, p.Addr)
+	full := rawRequest(token, "POST", "/ip_policies", `{"description":"late"}`)
 	start := time.Now()
-	if _, err := fmt.Fprintf(conn, "POST /ip_policies HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nNgrok-Version: 2\r\n"+
-		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", token, len(body), body[:len(body)-1]); err != nil {
+	if _, err := io.WriteString(conn, full[:len(full)-1]); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(late - time.Since(start))
-	if _, err := io.WriteString(conn, body[len(body)-1:]); err != nil {
+	if _, err := io.WriteString(conn, full[len(full)-1:]); err != nil {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(margin))
@@ -294,4 +273,22 @@ func TestWriteTimeout(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// rawRequest is an authenticated API request as its bytes, for tests that send it over a raw
+// connection in pieces or with pauses.
+func rawRequest(token, method, path, body string) string {
+	return fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nNgrok-Version: 2\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", method, path, token, len(body), body)
+}
+
+// dial opens a raw TCP connection to addr, closed when the test ends.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
