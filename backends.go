@@ -51,6 +51,9 @@ func (b *TunnelGroupBackendBody) Validate() error {
 	if err := b.AnnotationFields.Validate(); err != nil {
 		return err
 	}
+	if err := maxEntries(CodeInvalid, "labels", len(b.Labels), MaxBackendLabels); err != nil {
+		return err
+	}
 	for k, v := range b.Labels {
 		if !labelPart(k) || k == "*" || !labelPart(v) || v == "*" {
 			return Invalid(CodeInvalid, "labels", "%q=%q: keys and values are letters, digits, '.', '_' and '-'", k, v)
@@ -184,6 +187,9 @@ func (b *HTTPResponseBackendBody) Validate() error {
 	if b.Body != nil && len(*b.Body) > MaxHTTPResponseBody {
 		return Invalid(CodeInvalid, "body", "must be at most %d bytes", MaxHTTPResponseBody)
 	}
+	if err := maxEntries(CodeTooManyHeaders, "headers", len(b.Headers), MaxHeaderEntries); err != nil {
+		return err
+	}
 	lower := make(map[string]string, len(b.Headers))
 	for name, value := range b.Headers {
 		if !validHeaderName(name) {
@@ -241,6 +247,10 @@ type FailoverBackend struct {
 // References keeps the children from being deleted while in use.
 func (d *FailoverBackend) References() []Reference { return restrictAll(d.Backends) }
 
+// SerialUpdates makes updates of failover and weighted backends of one account take turns, so
+// that the cycle check of each sees the others' children (see SerialUpdater).
+func (d *FailoverBackend) SerialUpdates() {}
+
 // FailoverBackendBody is the body of POST and PATCH /backends/failover.
 type FailoverBackendBody struct {
 	Echo
@@ -251,6 +261,9 @@ type FailoverBackendBody struct {
 // Validate rejects repeated children.
 func (b *FailoverBackendBody) Validate() error {
 	if err := b.AnnotationFields.Validate(); err != nil {
+		return err
+	}
+	if err := maxEntries(CodeInvalid, "backends", len(b.Backends), MaxChildBackends); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -300,6 +313,10 @@ func (d *WeightedBackend) References() []Reference {
 	return restrictAll(ids)
 }
 
+// SerialUpdates makes updates of failover and weighted backends of one account take turns, so
+// that the cycle check of each sees the others' children (see SerialUpdater).
+func (d *WeightedBackend) SerialUpdates() {}
+
 // WeightedBackendBody is the body of POST and PATCH /backends/weighted.
 type WeightedBackendBody struct {
 	Echo
@@ -310,6 +327,9 @@ type WeightedBackendBody struct {
 // Validate checks the weights.
 func (b *WeightedBackendBody) Validate() error {
 	if err := b.AnnotationFields.Validate(); err != nil {
+		return err
+	}
+	if err := maxEntries(CodeInvalid, "backends", len(b.Backends), MaxChildBackends); err != nil {
 		return err
 	}
 	for id, w := range b.Backends {

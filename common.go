@@ -34,11 +34,16 @@ type AnnotationFields struct {
 	Metadata    *string `json:"metadata"`
 }
 
-// Validate checks the byte limits of the spec.
+// Validate checks the byte limits of the spec, and that description is one line: the server's
+// decoder refuses other control characters in every string, but lets tab, line feed and carriage
+// return through for multi-line text such as metadata.
 func (a *AnnotationFields) Validate() error {
 	if a.Description != nil {
 		if err := maxBytes("description", *a.Description, MaxDescription); err != nil {
 			return err
+		}
+		if i := strings.IndexAny(*a.Description, "\t\n\r"); i >= 0 {
+			return Invalid(CodeInvalid, "description", "must be one line, without control characters (found U+%04X)", (*a.Description)[i])
 		}
 	}
 	if a.Metadata != nil {

@@ -72,6 +72,9 @@ func hostportRefs(hostports []string, kind hostportKind) []Reference {
 
 // checkHostports validates the shape of a hostport list and lowercases it.
 func checkHostports(hostports []string) ([]string, error) {
+	if err := maxEntries(CodeTooManyHostports, "hostports", len(hostports), MaxHostportsPerEdge); err != nil {
+		return nil, err
+	}
 	out := make([]string, 0, len(hostports))
 	seen := map[string]bool{}
 	for i, hp := range hostports {
@@ -124,6 +127,16 @@ func resolveHostports(op *Op, hostports []string, kind hostportKind) error {
 		case IsNotFound(err):
 			if _, parent, ok := strings.Cut(host, "."); ok {
 				err = mineClaimed(op, ClaimDomain, "*."+parent)
+			}
+			if err == nil {
+				// Once the wildcard is share-locked, look at the name again: another account's
+				// reservation of it, which locks the wildcard exclusively (notServedElsewhere),
+				// may have committed while this write waited for the lock, and then it wins.
+				if _, mine, again := op.Tx.Claimed(ClaimDomain, host); again == nil && !mine {
+					err = NotFound()
+				} else if !IsNotFound(again) {
+					err = again
+				}
 			}
 		case err == nil && !mine:
 			err = NotFound()
@@ -413,6 +426,9 @@ func (b *HTTPSEdgeRouteBody) Create(op *Op) (Document, error) {
 	if b.Match == nil {
 		return nil, Invalid(CodeInvalid, "match", "is required")
 	}
+	if err := roomForChild(op, HTTPSEdgeRoutes, op.ParentID, MaxRoutesPerEdge, CodeTooManyRoutes, "routes", "routes"); err != nil {
+		return nil, err
+	}
 	r := &HTTPSEdgeRoute{EdgeID: op.ParentID}
 	return r, b.Apply(op, r)
 }
@@ -427,7 +443,10 @@ func (b *HTTPSEdgeRouteBody) Apply(op *Op, doc Document) error {
 	if b.Match != nil {
 		r.Match = *b.Match
 	}
-	return applyModules(op, HTTPSEdgeRoutes, r, b)
+	if err := applyModules(op, HTTPSEdgeRoutes, r, b); err != nil {
+		return err
+	}
+	return maxDocument("route", r, MaxRouteBytes)
 }
 
 // validateMatch accepts a path ("/api"), a host ("app.example.com") or a host and path.

@@ -1,7 +1,7 @@
 package edgeplane
 
 import (
-	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -75,7 +75,7 @@ func (m *EndpointIPPolicyMutate) Validate() error {
 	if len(m.IPPolicyIDs) == 0 {
 		return Invalid(CodeIPPolicyMissing, "ip_policy_ids", "at least one IP policy id is required")
 	}
-	return nil
+	return maxEntries(CodeInvalid, "ip_policy_ids", len(m.IPPolicyIDs), MaxModuleListEntries)
 }
 
 // Build requires every policy to exist in the account. A policy deleted later stays referenced
@@ -107,7 +107,7 @@ func (m *EndpointMutualTLSMutate) Validate() error {
 	if len(m.CertificateAuthorityIDs) == 0 {
 		return Invalid(CodeCAMissing, "certificate_authority_ids", "at least one certificate authority id is required")
 	}
-	return nil
+	return maxEntries(CodeInvalid, "certificate_authority_ids", len(m.CertificateAuthorityIDs), MaxModuleListEntries)
 }
 
 // Build requires every authority to exist in the account.
@@ -302,19 +302,32 @@ type EndpointHeadersMutate struct {
 	Remove  []string          `json:"remove"`
 }
 
-// Validate checks header names and values as HTTP defines them.
+// Validate checks header names and values as HTTP defines them, and refuses headers the module
+// may not touch (FixedHeader: hop-by-hop headers, Host, Content-Length).
 func (m *EndpointHeadersMutate) Validate() error {
-	for name, value := range m.Add {
+	if err := maxEntries(CodeTooManyHeaders, "add", len(m.Add), MaxHeaderEntries); err != nil {
+		return err
+	}
+	if err := maxEntries(CodeTooManyHeaders, "remove", len(m.Remove), MaxHeaderEntries); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.Add)) {
 		if !validHeaderName(name) {
 			return Invalid(CodeInvalid, "add", "%q is not a valid HTTP header name", name)
 		}
-		if !validHeaderValue(value) {
+		if why := FixedHeader(name); why != "" {
+			return Invalid(CodeInvalid, "add", "%q cannot be added: %s", name, why)
+		}
+		if !validHeaderValue(m.Add[name]) {
 			return Invalid(CodeInvalid, "add", "the value of %q has characters not allowed in an HTTP header", name)
 		}
 	}
 	for i, name := range m.Remove {
 		if !validHeaderName(name) {
 			return Invalid(CodeInvalid, "remove", "entry %d, %q, is not a valid HTTP header name", i, name)
+		}
+		if why := FixedHeader(name); why != "" {
+			return Invalid(CodeInvalid, "remove", "entry %d, %q, cannot be removed: %s", i, name, why)
 		}
 	}
 	return nil
@@ -408,49 +421,6 @@ func (m *EndpointWebhookValidationMutate) Build(*Op) (any, error) {
 		w.Secret = *m.Secret
 	}
 	return w, nil
-}
-
-// --- traffic_policy ----------------------------------------------------------------------------
-
-// EndpointTrafficPolicy holds a traffic policy document, JSON or YAML, as a string.
-type EndpointTrafficPolicy struct {
-	Enabled bool   `json:"enabled"`
-	Value   string `json:"value"`
-}
-
-// EndpointTrafficPolicyMutate is the request shape of EndpointTrafficPolicy.
-type EndpointTrafficPolicyMutate struct {
-	Enabled *bool   `json:"enabled"`
-	Value   *string `json:"value"`
-}
-
-// Validate requires a value that parses as a JSON object or a YAML mapping.
-func (m *EndpointTrafficPolicyMutate) Validate() error {
-	if m.Value == nil || strings.TrimSpace(*m.Value) == "" {
-		return Invalid(CodeInvalid, "value", "is required: a traffic policy document in JSON or YAML")
-	}
-	return ValidatePolicyDocument(*m.Value)
-}
-
-// Build keeps the document as given.
-func (m *EndpointTrafficPolicyMutate) Build(*Op) (any, error) {
-	return &EndpointTrafficPolicy{Enabled: enabled(m.Enabled), Value: *m.Value}, nil
-}
-
-// ValidatePolicyDocument accepts a JSON object or a YAML mapping.
-func ValidatePolicyDocument(v string) error {
-	trimmed := strings.TrimSpace(v)
-	if strings.HasPrefix(trimmed, "{") {
-		var doc map[string]any
-		if err := json.Unmarshal([]byte(trimmed), &doc); err != nil {
-			return Invalid(CodeInvalid, "value", "is not a valid JSON object: %v", err)
-		}
-		return nil
-	}
-	if err := parseYAMLMapping(trimmed); err != nil {
-		return Invalid(CodeInvalid, "value", "is neither a JSON object nor a YAML mapping: %v", err)
-	}
-	return nil
 }
 
 // --- lookups shared by modules -----------------------------------------------------------------

@@ -69,6 +69,13 @@ func ValidID(prefix, s string) bool {
 	if !ok || len(rest) != 27 {
 		return false
 	}
+	// ksuid.Parse does not look at every character (it took "\xff" in place of a digit), so the
+	// alphabet is checked here: an id that is not base62 could not have been issued.
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
 	_, err := ksuid.Parse(rest)
 	return err == nil
 }

@@ -26,3 +26,16 @@ func TestNewOperationID(t *testing.T) {
 		}
 	}
 }
+
+// TestValidIDAlphabet: an id with a byte outside base62 is not valid, whatever ksuid.Parse says.
+func TestValidIDAlphabet(t *testing.T) {
+	id, _ := NewID("ipp")
+	if !ValidID("ipp", id) {
+		t.Fatalf("a new id %q is not valid", id)
+	}
+	for _, bad := range []string{id[:10] + "\xff" + id[11:], id[:10] + "_" + id[11:], id[:10] + " " + id[11:]} {
+		if ValidID("ipp", bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}

@@ -93,6 +93,9 @@ func (c *IPPolicyRuleCreate) Create(op *Op) (Document, error) {
 		}
 		return nil, err
 	}
+	if err := roomForChild(op, IPPolicyRules, *c.IPPolicyID, MaxRulesPerIPPolicy, CodeInvalid, "ip_policy_id", "rules"); err != nil {
+		return nil, err
+	}
 	r := &IPPolicyRule{CIDR: *c.CIDR, IPPolicy: NewRef(*c.IPPolicyID), Action: *c.Action}
 	c.ApplyTo(&r.Annotations)
 	return r, nil

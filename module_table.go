@@ -73,7 +73,7 @@ var (
 		InUse:     backendInUse,
 	}
 	WeightedBackends = &Resource{
-		Kind: "weighted_backend", Path: "/backends/weighted", ListKey: "backends", Prefix: "bkdwt", Ops: AllOps,
+		Kind: "weighted_backend", Path: "/backends/weighted", ListKey: "backends", Prefix: "bkdwd", OldPrefix: "bkdwt", Ops: AllOps,
 		New:       func() Document { return new(WeightedBackend) },
 		NewCreate: func() Creator { return new(WeightedBackendBody) },
 		NewUpdate: func() Updater { return new(WeightedBackendBody) },

@@ -23,10 +23,19 @@ const (
 	certKeyECDSA             = "ecdsa"
 )
 
-// provisioningPending is the status message of a managed certificate. edgeplane has no ACME
-// client yet, and says so rather than pretending a certificate is on its way.
-const provisioningPending = "Managed certificate provisioning is pending: this edgeplane server has no ACME client yet, " +
-	"so no certificate is requested; upload a certificate and set certificate_id to serve TLS for this domain."
+// provisioningPending is the status message of a new provisioning job, until the certificate
+// manager of a serving edgeplane takes it up.
+const provisioningPending = "Managed certificate provisioning is pending: edgeplane will order a certificate for this domain from its ACME directory."
+
+// Error codes of a failing provisioning job (spec "ReservedDomainCertJob").
+const (
+	// CertErrorInternal is a temporary failure: the job is retried at retries_at.
+	CertErrorInternal = "INTERNAL_ERROR"
+	// CertErrorDNS is a permanent failure the user must correct (the name does not resolve to
+	// edgeplane, or the ACME server could not reach edgeplane through it); setting the policy
+	// again retries.
+	CertErrorDNS = "DNS_ERROR"
+)
 
 // ReservedDomain is a hostname held by the account (spec "ReservedDomain"). Its name is unique
 // across all accounts and fixed at creation. Its TLS certificate is either an uploaded one
@@ -98,14 +107,20 @@ func (d *ReservedDomain) References() []Reference {
 }
 
 // setPolicy turns automatic management on with p (off when p is nil). A new or changed policy
-// starts a new provisioning job; the same policy again leaves the status as it is.
+// starts a new provisioning job; the same policy again leaves the status as it is, except that
+// it restarts a job that failed with DNS_ERROR. The certificate already issued, if any, is kept
+// and served until the new one replaces it.
 func (d *ReservedDomain) setPolicy(p *CertPolicy, now time.Time) {
 	if p == nil {
 		d.CertificateManagementPolicy, d.CertificateManagementStatus = nil, nil
 		return
 	}
 	if d.CertificateManagementPolicy != nil && *d.CertificateManagementPolicy == *p && d.CertificateManagementStatus != nil {
-		return
+		job := d.CertificateManagementStatus.ProvisioningJob
+		if job == nil || job.ErrorCode == nil || *job.ErrorCode != CertErrorDNS {
+			return
+		}
+		// The same policy again retries a job that failed for DNS: the user says it is fixed.
 	}
 	d.CertificateManagementPolicy = p
 	d.CertificateManagementStatus = &CertStatus{ProvisioningJob: &CertJob{Msg: provisioningPending, StartedAt: FormatTime(now)}}
@@ -195,6 +210,11 @@ func (c *ReservedDomainCreate) Create(op *Op) (Document, error) {
 	if slices.Contains(s.ServiceDomains, bare) {
 		return nil, Invalid(CodeInvalid, "domain", "%q is a service base domain and cannot be reserved; reserve a name under it, such as \"app.%s\"", name, bare)
 	}
+	if !wildcard {
+		if err := notServedElsewhere(op, name); err != nil {
+			return nil, err
+		}
+	}
 	d := &ReservedDomain{Domain: name, Region: deref(c.Region)}
 	c.ApplyTo(&d.Annotations)
 	if s.serviceDomainOf(bare) == "" {
@@ -270,8 +290,15 @@ func (u *ReservedDomainUpdate) Apply(op *Op, doc Document) error {
 	}
 	if u.CertificateManagementPolicy != nil {
 		d.setPolicy(u.policy, time.Now())
-		if u.policy != nil {
-			d.Certificate = nil
+		if u.policy != nil && d.Certificate != nil {
+			// An uploaded certificate gives way to the policy; one the policy issued stays.
+			c, err := op.Tx.Get(TLSCertificates, d.Certificate.ID)
+			if err != nil && !IsNotFound(err) {
+				return err
+			}
+			if tc, ok := c.(*TLSCertificate); !ok || tc.IssuedAt == nil {
+				d.Certificate = nil
+			}
 		}
 	}
 	return nil
@@ -288,6 +315,36 @@ func findCertificate(op *Op, id string) error {
 		err = Invalid(CodeInvalid, "certificate_id", "no TLS certificate %q in this account", id)
 	}
 	return err
+}
+
+// notServedElsewhere refuses to reserve name exactly while an edge of another account serves it.
+// An exact reservation is stronger than a wildcard: once reserved, the name is its account's, and
+// another account's wildcard above it no longer covers it, for edges (resolveHostports) as for
+// agent binds. But an edge already serving the name through that wildcard keeps serving it: the
+// reservation is refused (409 ERR_NGROK_414) until the edge's account removes the hostport, so no
+// live traffic changes hands without its owner acting. The message names the hostport and the
+// wildcard, never the other account's edge. The wildcard is locked exclusively first, so an edge
+// of its account being written at the same time either commits before this check sees it or
+// waits, and then finds the name reserved.
+func notServedElsewhere(op *Op, name string) error {
+	var wildcard string
+	if _, parent, ok := strings.Cut(name, "."); ok {
+		wildcard = "*." + parent
+		if _, _, err := op.Tx.ClaimedExclusive(ClaimDomain, wildcard); err != nil && !IsNotFound(err) {
+			return err
+		}
+	}
+	hostport := name + ":443"
+	_, mine, err := op.Tx.Claimed(ClaimHostport, hostport)
+	switch {
+	case IsNotFound(err) || (err == nil && mine):
+		return nil
+	case err != nil:
+		return err
+	}
+	return &Error{Status: http.StatusConflict, Code: CodeDomainReservedElsewhere, Field: "domain",
+		Msg: fmt.Sprintf("domain: %q is served as %q by an edge of another account, under that account's reserved wildcard %q; "+
+			"it can be reserved once that edge no longer serves it", name, hostport, wildcard)}
 }
 
 func domainInUse(id string) *Error {

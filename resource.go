@@ -35,6 +35,10 @@ type Resource struct {
 	ListKey string
 	// Prefix is the id prefix without the underscore ("ipr").
 	Prefix string
+	// OldPrefix is a prefix the collection's ids had before (weighted backends were "bkdwt"):
+	// stored ids were migrated to Prefix, and an id with the old prefix given in a path or a
+	// cursor still names the object (see CanonicalID). Empty for most collections.
+	OldPrefix string
 	// Parent is the collection this one is nested under in URLs, or nil. Objects of a nested
 	// collection are reached only through their parent, and are deleted with it.
 	Parent *Resource
@@ -53,6 +57,19 @@ type Resource struct {
 	// Embeds is the child collection whose objects this collection's documents show (see
 	// Embedder), or nil.
 	Embeds *Resource
+	// Actions are the commands POST {Path}/{id}/{action} sends to a live object (an agent
+	// session's restart, stop and update); only live collections have them.
+	Actions []string
+}
+
+// CanonicalID returns id with the collection's current prefix when it has the shape of an id
+// with OldPrefix (the KSUID after the prefix was kept by the migration, so it names the same
+// object), and id unchanged otherwise.
+func (r *Resource) CanonicalID(id string) string {
+	if r.OldPrefix != "" && ValidID(r.OldPrefix, id) {
+		return r.Prefix + id[len(r.OldPrefix):]
+	}
+	return id
 }
 
 // Document is implemented by every stored object, through its embedded Meta.
@@ -142,6 +159,16 @@ type Claimer interface {
 	Conflict(c Claim, sameAccount bool) *Error
 }
 
+// SerialUpdater is implemented by documents whose update rules decide by reading a chain of other
+// objects of the account (the cycle check of failover and weighted backends: each update reads
+// the backends its new children lead to), which the row lock on the object being written does
+// not cover. Two such updates running side by side on PostgreSQL could each pass its check
+// against the other's old state and together close a cycle; the store therefore runs the updates
+// of all SerialUpdater documents of one account one at a time. SQLite has one writer anyway.
+type SerialUpdater interface {
+	SerialUpdates()
+}
+
 // Embedder is implemented by documents that show the objects of a child collection inside them
 // (an HTTPS edge shows its routes). The store loads the children, oldest first, whenever it
 // returns such a document; StoredForm is what is written, without them.
@@ -203,6 +230,11 @@ type Tx interface {
 	// Claimed returns the object holding a claim and whether it is of the caller's account, or
 	// the not-found error when nothing holds it.
 	Claimed(namespace, value string) (objectID string, mine bool, err error)
+	// ClaimedExclusive is Claimed, but it also locks the object holding the claim against every
+	// other writer until the transaction ends, whatever its account: for a write that changes
+	// what the claim grants to writes relying on it (those share-lock the same object through
+	// Claimed, so one of the two waits for the other's commit and then sees it).
+	ClaimedExclusive(namespace, value string) (objectID string, mine bool, err error)
 	// Secret returns the secret kept with the object (see Op.KeepSecret), or the not-found error
 	// when the object is not of the caller's account or keeps none. A CA's rules read its private
 	// key this way to sign; nothing else ever sees it.

@@ -115,7 +115,7 @@ const (
 
 var pathByPrefix = func() map[string]string {
 	m := map[string]string{}
-	for _, r := range Resources {
+	for _, r := range append(Resources, LiveResources...) {
 		if r.Parent == nil {
 			m[r.Prefix] = r.Path
 		}

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgeplane/edgeplane/pki"
 )
@@ -112,6 +113,19 @@ func (c *TLSCertificateCreate) Create(op *Op) (Document, error) {
 	c.ApplyTo(&d.Annotations)
 	op.KeepSecret(c.keyPEM)
 	return &d, nil
+}
+
+// NewIssuedCertificate is the creator of a certificate edgeplane obtained itself (a managed
+// certificate of a reserved domain): the chain and key are checked as an upload's are, and
+// issued_at is set to issued.
+func NewIssuedCertificate(chainPEM, keyPEM string, issued time.Time) (*TLSCertificateCreate, error) {
+	c := &TLSCertificateCreate{CertificatePEM: &chainPEM, PrivateKeyPEM: &keyPEM}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	at := FormatTime(issued)
+	c.doc.IssuedAt = &at
+	return c, nil
 }
 
 // TLSCertificateUpdate is the body of PATCH /tls_certificates/{id}: only the annotations change.

@@ -1,0 +1,115 @@
+package edgeplane
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// Limits on what one object may hold (issue 24, item 2). Without them one account could make a
+// single object, and so a single response or cache entry, as large as it liked: an HTTPS edge
+// embeds all its routes, and 150 routes of a megabyte each made one GET answer 149 MB. Each limit
+// is checked by the Validate method or create rule of what it bounds, and refused with 400
+// naming the field: with ngrok's own code where it has one (7128 routes, 7129 hostports, 7015
+// headers), else ERR_NGROK_215. The wire conventions of docs/api.md list them; TestObjectLimits
+// walks each at its maximum and one past it.
+const (
+	// MaxTrafficPolicyBytes is the largest traffic policy document (the value of a traffic_policy
+	// module), in bytes.
+	MaxTrafficPolicyBytes = 64 << 10
+	// MaxRoutesPerEdge is the number of routes one HTTPS edge may have (ERR_NGROK_7128).
+	MaxRoutesPerEdge = 64
+	// MaxHostportsPerEdge is the number of hostports one edge may serve (ERR_NGROK_7129).
+	MaxHostportsPerEdge = 64
+	// MaxRulesPerIPPolicy is the number of rules one IP policy may have.
+	MaxRulesPerIPPolicy = 1000
+	// MaxHeaderEntries is the number of entries in the add or in the remove list of one headers
+	// module, and the number of headers of an HTTP response backend (ERR_NGROK_7015).
+	MaxHeaderEntries = 64
+	// MaxUserAgentRegexes is the number of regular expressions in the allow or in the deny list of
+	// one user agent filter.
+	MaxUserAgentRegexes = 64
+	// MaxBackendLabels is the number of labels one tunnel group backend may match.
+	MaxBackendLabels = 32
+	// MaxChildBackends is the number of backends one failover or weighted backend may hold.
+	MaxChildBackends = 32
+	// MaxModuleListEntries is the number of ids in a module's list of objects (ip_policy_ids,
+	// certificate_authority_ids).
+	MaxModuleListEntries = 32
+	// MaxRouteBytes is the size of one HTTPS edge route as stored (its JSON document, all modules
+	// included). With MaxRoutesPerEdge it bounds the response of a GET of an edge: see
+	// MaxHTTPSEdgeResponseBytes.
+	MaxRouteBytes = 128 << 10
+	// MaxHTTPSEdgeResponseBytes bounds the body of one response showing an HTTPS edge with all its
+	// routes: MaxRoutesPerEdge routes of at most MaxRouteBytes each, with the uris the server
+	// adds to each, and the edge's own fields (at most MaxHostportsPerEdge hostports and bounded
+	// modules). A server test creates the largest edge it can and measures its GET.
+	MaxHTTPSEdgeResponseBytes = MaxRoutesPerEdge*(MaxRouteBytes+RenderSlack) + 512<<10
+	// RenderSlack is what the server may add to a stored document when it shows it: its uri and
+	// those of the objects it refers to.
+	RenderSlack = 8 << 10
+	// MaxPageBytes bounds one page of a list, counted as the stored documents of its objects and
+	// of their embedded children (an HTTPS edge's routes), with RenderSlack for each: a page ends
+	// early, with fewer objects than its limit and a next_page_uri, rather than pass it. A page's
+	// first object is always shown; it is bounded by the request body limit (1 MiB), or, for an
+	// HTTPS edge, by MaxHTTPSEdgeResponseBytes.
+	MaxPageBytes = MaxHTTPSEdgeResponseBytes
+)
+
+// Error codes of limits ngrok has its own code for.
+const (
+	CodeTooManyHeaders   = 7015 // more header entries than MaxHeaderEntries
+	CodeTooManyRoutes    = 7128 // more routes on one edge than MaxRoutesPerEdge
+	CodeTooManyHostports = 7129 // more hostports on one edge than MaxHostportsPerEdge
+)
+
+// maxEntries refuses a list of n entries when more than max are allowed, naming field.
+func maxEntries(code int, field string, n, max int) error {
+	if n > max {
+		return Invalid(code, field, "has %d entries; at most %d are allowed", n, max)
+	}
+	return nil
+}
+
+// maxDocument refuses a document whose JSON is larger than max bytes, naming its largest field,
+// the one to make smaller.
+func maxDocument(what string, doc any, max int) error {
+	b, err := json.Marshal(doc)
+	if err != nil || len(b) <= max {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
+	}
+	largest := ""
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if largest == "" || len(fields[k]) > len(fields[largest]) {
+			largest = k
+		}
+	}
+	return Invalid(CodeInvalid, largest, "would make the %s %d bytes, more than the %d one may hold (%s is its largest field)", what, len(b), max, largest)
+}
+
+// ChildCounter is implemented by the store's transaction view: CountChildren locks the parent
+// object against other writers (on PostgreSQL), so that two creates cannot both find room for
+// the last child, and counts its children of collection res.
+type ChildCounter interface {
+	CountChildren(res *Resource, parentID string) (int, error)
+}
+
+// roomForChild refuses a new child of parentID in collection res when the parent already has max.
+func roomForChild(op *Op, res *Resource, parentID string, max, code int, field, what string) error {
+	cc, ok := op.Tx.(ChildCounter)
+	if !ok {
+		return nil
+	}
+	n, err := cc.CountChildren(res, parentID)
+	if err != nil {
+		return err
+	}
+	if n >= max {
+		return Invalid(code, field, "%q already has %d %s; at most %d are allowed", parentID, n, what, max)
+	}
+	return nil
+}
