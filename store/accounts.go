@@ -194,7 +194,7 @@ func (s *Store) AuthenticateGet(ctx context.Context, selector, secret string, re
 	if err != nil {
 		return c, nil, nil, err
 	}
-	return c, doc, obj.rendered, s.embed(ctx, res, doc)
+	return c, doc, obj.rendered, s.complete(ctx, c.AccountID, res, doc)
 }
 
 // keyRow is an API key as the authentication queries read it.

@@ -19,12 +19,15 @@ import (
 // It keeps what a faithful restore needs: token hashes (so existing keys keep working), secrets
 // exactly as stored (so encrypted-at-rest keys stay encrypted, under the same key), ids,
 // timestamps, versions, references and claims. Documents are embedded as JSON, not strings, so a
-// backup can be read and diffed.
+// backup can be read and diffed. Its "secret_protection" member (restore.go) says which secrets it
+// holds and how they are protected; the keys that encrypt them are never in it, and Import refuses
+// a backup whose secrets the target's keys cannot decrypt.
 
-// BackupFormat names the document; BackupVersion changes when its shape does.
+// BackupFormat names the document; BackupVersion changes when its shape does. Version 2 added
+// the system_secrets table and the secret_protection summary; Import reads versions 1 and 2.
 const (
 	BackupFormat  = "edgeplane-backup"
-	BackupVersion = 1
+	BackupVersion = 2
 )
 
 // backupTable is a table of the backup: its columns, and which hold integers or JSON.
@@ -34,6 +37,9 @@ type backupTable struct {
 	ints    map[string]bool
 	rawJSON map[string]bool
 	order   string
+	// replace says the target's rows of the table give way to the backup's: an empty target may
+	// already hold a system secret (a CA made by `edgeplane ca` before the restore).
+	replace bool
 }
 
 var backupTables = []backupTable{
@@ -48,6 +54,7 @@ var backupTables = []backupTable{
 	{name: "refs", columns: []string{"from_id", "to_id", "mode"}, ints: map[string]bool{"mode": true}, order: "from_id, to_id"},
 	{name: "claims", columns: []string{"namespace", "value", "account_id", "object_id"}, order: "namespace, value"},
 	{name: "secrets", columns: []string{"object_id", "account_id", "data"}, order: "object_id"},
+	{name: "system_secrets", columns: []string{"name", "public", "sealed", "created_at"}, order: "name", replace: true},
 }
 
 // Export writes a backup of the whole database to w, from one consistent snapshot.
@@ -66,6 +73,9 @@ func (s *Store) Export(ctx context.Context, w io.Writer) error {
 		return s.classify(err)
 	}
 	fmt.Fprintf(bw, "{\"format\":%q,\"version\":%d,\"schema_version\":%d,\"exported_at\":%q", BackupFormat, BackupVersion, schema, ep.FormatTime(time.Now()))
+	if err := s.writeSecretProtection(ctx, tx, bw); err != nil {
+		return err
+	}
 	for _, t := range backupTables {
 		fmt.Fprintf(bw, ",\n%q:[", t.name)
 		rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(t.columns, ", ")+` FROM `+t.name+` ORDER BY `+t.order)
@@ -164,6 +174,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 			return err
 		}
 		seenFormat := false
+		backupSchema := 0
 		for dec.More() {
 			key, err := dec.Token()
 			if err != nil {
@@ -179,13 +190,19 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 				seenFormat = true
 			case "version":
 				var v int
-				if err := dec.Decode(&v); err != nil || v != BackupVersion {
+				if err := dec.Decode(&v); err != nil || v < 1 || v > BackupVersion {
 					return fmt.Errorf("store: import: backup version %d; this edgeplane reads version %d", v, BackupVersion)
 				}
 			case "schema_version":
 				var v int
 				if err := dec.Decode(&v); err != nil || v > schema {
 					return fmt.Errorf("store: import: the backup is of database schema %d, newer than this edgeplane's %d: upgrade edgeplane first", v, schema)
+				}
+				backupSchema = v
+			case "secret_protection":
+				var ignored SecretProtection // a summary for people; the rows are checked
+				if err := dec.Decode(&ignored); err != nil {
+					return fmt.Errorf("store: import: secret_protection: %w", err)
 				}
 			case "exported_at":
 				var ignored string
@@ -208,7 +225,13 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 		if !seenFormat {
 			return errors.New("store: import: not an edgeplane backup")
 		}
-		return expectDelim(dec, '}')
+		if err := expectDelim(dec, '}'); err != nil {
+			return err
+		}
+		if err := s.reapplyDataMigrations(ctx, tx, backupSchema); err != nil {
+			return err
+		}
+		return s.checkImportedSecrets(ctx, tx)
 	})
 }
 
@@ -222,6 +245,12 @@ func (s *Store) importTable(ctx context.Context, tx *wtx, dec *json.Decoder, t b
 		return s.classify(err)
 	}
 	defer stmt.Close()
+	if t.replace {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t.name); err != nil {
+			return s.classify(err)
+		}
+	}
+	progress := importProgress(ctx)
 	n := 0
 	for dec.More() {
 		var row map[string]json.RawMessage
@@ -259,6 +288,9 @@ func (s *Store) importTable(ctx context.Context, tx *wtx, dec *json.Decoder, t b
 			return fmt.Errorf("store: import %s row %d: %w", t.name, n, err)
 		}
 		n++
+		if progress != nil {
+			progress.Add(1)
+		}
 	}
 	_, err = dec.Token() // ]
 	return err

@@ -68,7 +68,7 @@ func TestCheckpointsBoundTheWAL(t *testing.T) {
 	s := openCommitTest(t)
 	var most, restarts uint32
 	last := uint32(0)
-	writePages(t, s, 300, 100, func(frames uint32) { // ~30,000 pages
+	writePages(t, s, 600, 100, func(frames uint32) { // ~60,000 pages
 		most = max(most, frames)
 		if frames < last {
 			restarts++
@@ -77,9 +77,10 @@ func TestCheckpointsBoundTheWAL(t *testing.T) {
 	})
 	// The committer's checkpoint at the backstop may find the checkpoint lock taken (by the
 	// checkpointer's last round) and try again at later commits; the WAL must still start over
-	// soon after the backstop.
-	if most > 2*backstopPages || restarts == 0 {
-		t.Fatalf("WAL reached %d pages and started over %d times in ~30,000; want at most %d pages and a restart", most, restarts, 2*backstopPages)
+	// soon after the backstop. "Soon" is loose: when other tests load the machine, the
+	// checkpointer's last round can hold the lock for thousands of commits' worth of pages.
+	if most > 3*backstopPages || restarts < 2 {
+		t.Fatalf("WAL reached %d pages and started over %d times in ~60,000; want at most %d pages and two restarts", most, restarts, 3*backstopPages)
 	}
 	t.Logf("WAL at most %d pages, %d restarts, %d background checkpoints", most, restarts, s.ckpt.runs.Load())
 }

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -146,7 +144,7 @@ func (s *Store) Get(ctx context.Context, account string, res *ep.Resource, paren
 	if err != nil {
 		return nil, err
 	}
-	return doc, s.embed(ctx, res, doc)
+	return doc, s.complete(ctx, account, res, doc)
 }
 
 // List returns up to limit objects of the collection, newest first, with ids below beforeID when
@@ -172,6 +170,7 @@ func (s *Store) List(ctx context.Context, account string, res *ep.Resource, pare
 	}
 	defer rows.Close()
 	docs := make([]ep.Document, 0, limit)
+	var sizes []int // of the stored documents, for boundPage
 	more := false
 	for rows.Next() {
 		if len(docs) == limit {
@@ -187,12 +186,16 @@ func (s *Store) List(ctx context.Context, account string, res *ep.Resource, pare
 			return nil, false, err
 		}
 		docs = append(docs, doc)
+		sizes = append(sizes, len(body))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, s.classify(err)
 	}
 	rows.Close()
-	return docs, more, s.embed(ctx, res, docs...)
+	if docs, more, err = s.boundPage(ctx, res, docs, sizes, more); err != nil {
+		return nil, false, err
+	}
+	return docs, more, s.complete(ctx, account, res, docs...)
 }
 
 // Create builds a new object with c inside a write transaction and stores it with its token hash,
@@ -206,7 +209,9 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 	// id that is never committed is simply not used.
 	id, created := ep.NewID(res.Prefix)
 	createdAt := ep.FormatTime(created)
-	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+	var err error
+	defer func() { s.committed(caller.AccountID, res, err) }()
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		if res.Parent != nil {
 			if _, err := view.row(res.Parent, parentID); err != nil {
@@ -263,17 +268,22 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 	if th, ok := doc.(ep.TokenHolder); ok && token != "" {
 		th.SetToken(token)
 	}
-	return doc, nil
+	return doc, s.complete(ctx, caller.AccountID, res, doc)
 }
 
 // Update applies fn to the current document and writes it back if nobody else wrote it in the
 // meantime (compare-and-swap on the version); otherwise it reads again and reapplies fn.
 func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string, fn func(op *ep.Op, doc ep.Document) error) (ep.Document, error) {
 	var doc ep.Document
-	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+	var err error
+	defer func() { s.committed(caller.AccountID, res, err) }()
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		// The read takes the row lock where the engine has one, so concurrent writers of one hot
 		// object queue instead of failing the version check over and over; the version check
 		// still guards every write.
+		if err := s.takeTurns(ctx, tx, caller.AccountID, res); err != nil {
+			return err
+		}
 		d, r, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
 			return err
@@ -313,12 +323,13 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 	if err != nil {
 		return nil, err
 	}
-	return doc, s.embed(ctx, res, doc)
+	return doc, s.complete(ctx, caller.AccountID, res, doc)
 }
 
 // Delete removes the object, unless another object references it with RefRestrict. Objects that
 // reference it with RefCascade, and its children, go with it.
-func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) error {
+func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) (err error) {
+	defer func() { s.committed(caller.AccountID, res, err) }()
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		d, _, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
@@ -347,69 +358,6 @@ func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		_, err = tx.ExecContext(ctx, s.q.del, id)
 		return s.classify(err)
 	})
-}
-
-func refsOf(d ep.Document) []ep.Reference {
-	if r, ok := d.(ep.Referrer); ok {
-		return r.References()
-	}
-	return nil
-}
-
-func claimsOf(d ep.Document) []ep.Claim {
-	if c, ok := d.(ep.Claimer); ok {
-		return c.Claims()
-	}
-	return nil
-}
-
-func (s *Store) writeRefs(ctx context.Context, tx *wtx, account, id string, refs []ep.Reference, replace bool) error {
-	if replace {
-		if _, err := tx.ExecContext(ctx, s.q.refsDel, id); err != nil {
-			return s.classify(err)
-		}
-	}
-	seen := map[string]bool{}
-	for _, r := range refs {
-		to := r.To
-		if r.ToClaim != nil {
-			var holderAccount string
-			err := tx.QueryRowContext(ctx, s.q.claimGet, r.ToClaim.Namespace, r.ToClaim.Value).Scan(&holderAccount, &to)
-			if errors.Is(err, sql.ErrNoRows) || (err == nil && holderAccount != account) {
-				continue // nothing of this account holds it: no reference
-			}
-			if err != nil {
-				return s.classify(err)
-			}
-		}
-		if to == "" || seen[to] {
-			continue
-		}
-		seen[to] = true
-		var found string
-		err := tx.QueryRowContext(ctx, s.q.refTarget, to).Scan(&found)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			// Users are not objects; anything else was deleted after the rules looked it up.
-			if !strings.HasPrefix(to, ep.UserPrefix+"_") {
-				return errRetry
-			}
-		case err != nil:
-			return s.classify(err)
-		}
-		if _, err := tx.ExecContext(ctx, s.q.refsIns, id, to, int(r.Mode)); err != nil {
-			return s.classify(err)
-		}
-	}
-	return nil
-}
-
-// sameReference compares references by value.
-func sameReference(a, b ep.Reference) bool {
-	if a.To != b.To || a.Mode != b.Mode || (a.ToClaim == nil) != (b.ToClaim == nil) {
-		return false
-	}
-	return a.ToClaim == nil || *a.ToClaim == *b.ToClaim
 }
 
 // storedJSON is the document as written: without embedded children, which are stored as
@@ -467,128 +415,4 @@ func (s *Store) embed(ctx context.Context, res *ep.Resource, docs ...ep.Document
 	return nil
 }
 
-// writeClaims takes every claim of the document. A value held by another object is the document's
-// conflict error; a concurrent writer taking the same value between the check and the insert
-// makes the transaction start over, and the check then reports the conflict.
-func (s *Store) writeClaims(ctx context.Context, tx *wtx, account, id string, d ep.Document, replace bool) error {
-	claimer, ok := d.(ep.Claimer)
-	if !ok {
-		return nil
-	}
-	if replace {
-		if _, err := tx.ExecContext(ctx, s.q.claimsDel, id); err != nil {
-			return s.classify(err)
-		}
-	}
-	for _, c := range claimer.Claims() {
-		var holderAccount, holder string
-		err := tx.QueryRowContext(ctx, s.q.claimGet, c.Namespace, c.Value).Scan(&holderAccount, &holder)
-		switch {
-		case err == nil && holder == id:
-			continue
-		case err == nil:
-			return claimer.Conflict(c, holderAccount == account)
-		case !errors.Is(err, sql.ErrNoRows):
-			return s.classify(err)
-		}
-		if _, err := tx.ExecContext(ctx, s.q.claimIns, c.Namespace, c.Value, account, id); err != nil {
-			if s.d.uniqueViolation(err) {
-				return errRetry
-			}
-			return s.classify(err)
-		}
-	}
-	return nil
-}
-
 func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
-
-// txView is ep.Tx: the store as a document's rules see it inside a write transaction.
-type txView struct {
-	s       *Store
-	ctx     context.Context
-	tx      *wtx
-	account string
-}
-
-func (v *txView) Get(res *ep.Resource, id string) (ep.Document, error) {
-	body, err := v.row(res, id)
-	if err != nil {
-		return nil, err
-	}
-	return decode(res, body)
-}
-
-// Exists is Get without the document, which it does not decode.
-func (v *txView) Exists(res *ep.Resource, id string) (bool, error) {
-	_, err := v.row(res, id)
-	if ep.IsNotFound(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// row reads the stored document of an object of the account, whatever its parent, from the read
-// cache when the transaction may (writeSet.cached), else from the database, filling the cache.
-func (v *txView) row(res *ep.Resource, id string) ([]byte, error) {
-	if o, ok := v.tx.ws.cached(id); ok {
-		if o.account != v.account || o.kind != res.Kind {
-			return nil, ep.NotFound()
-		}
-		return o.doc, nil
-	}
-	r, err := v.s.loadRow(v.ctx, v.tx, v.s.q.get, v.account, res, "", id, true)
-	if err != nil {
-		return nil, err
-	}
-	v.tx.ws.fill(id, newCachedObject(v.account, res, r.parent, r.doc))
-	return r.doc, nil
-}
-
-// Claimed also share-locks the object holding the claim (on PostgreSQL), so that a delete of it
-// and a write that relies on it serialise on that one row: the delete then either sees the new
-// reference (and refuses) or commits first (and the write finds nothing), never both.
-func (v *txView) Claimed(namespace, value string) (string, bool, error) {
-	var account, id string
-	if !storable(value) {
-		return "", false, ep.NotFound()
-	}
-	err := v.tx.QueryRowContext(v.ctx, v.s.q.claimGet, namespace, value).Scan(&account, &id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, ep.NotFound()
-	}
-	if err != nil {
-		return "", false, v.s.classify(err)
-	}
-	if account == v.account {
-		var locked string
-		err := v.tx.QueryRowContext(v.ctx, v.s.q.refTarget, id).Scan(&locked)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", false, ep.NotFound() // deleted while we looked
-		}
-		if err != nil {
-			return "", false, v.s.classify(err)
-		}
-	}
-	return id, account == v.account, nil
-}
-
-// storable reports whether s can be a key in every engine's text columns: valid UTF-8 without
-// NUL. Anything else names no object (PostgreSQL would fail the query rather than find nothing).
-func storable(s string) bool {
-	return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s)
-}
-
-func (v *txView) Principal(id string) (ep.Principal, error) {
-	return v.s.principal(v.ctx, v.tx, v.account, id)
-}
-
-func (v *txView) PutPrincipal(p ep.Principal) error {
-	_, err := v.tx.ExecContext(v.ctx, v.s.q.principalPut, p.ID, v.account, string(p.Role), boolInt(p.Active), ep.FormatTime(time.Now()))
-	return v.s.classify(err)
-}
-
-func (v *txView) DeletePrincipal(id string) error {
-	_, err := v.tx.ExecContext(v.ctx, v.s.q.principalDel, id, v.account)
-	return v.s.classify(err)
-}

@@ -43,6 +43,15 @@ func (pgDialect) ddl(stmt string) string { return stmt }
 func (pgDialect) forShare() string  { return " FOR SHARE" }
 func (pgDialect) forUpdate() string { return " FOR UPDATE" }
 
+// serialLockClass is the first key of the transaction-scoped advisory locks of serialLock (the
+// second is a hash of the account id); two-key advisory locks never collide with the one-key
+// migration lock. A hash collision between two accounts only makes them take turns.
+const serialLockClass = 0x65706267 // "epbg"
+
+func (pgDialect) serialLock() string {
+	return `SELECT pg_advisory_xact_lock(` + strconv.Itoa(serialLockClass) + `, hashtext(?))`
+}
+
 // SQLSTATEs: class 23 integrity, class 08 connection, 57P01-03 server shutting down or starting.
 func pgCode(err error) string {
 	var e *pgconn.PgError
@@ -61,6 +70,9 @@ func (pgDialect) transient(err error) bool {
 	return c == "40P01" || c == "40001"
 }
 
+// unavailable: a connection error class or shutdown code from the server, or no answer at all:
+// the connection could not be made, broke, or was already closed by pgx after it broke (its
+// "conn closed", which whatever the transaction runs next, its COMMIT included, fails with).
 func (pgDialect) unavailable(err error) bool {
 	code := pgCode(err)
 	if strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03" {
@@ -76,7 +88,7 @@ func (pgDialect) unavailable(err error) bool {
 	return errors.As(err, &connect) || errors.As(err, &netErr) || pgconn.Timeout(err) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, sql.ErrConnDone)
+		errors.Is(err, sql.ErrConnDone) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
 // migrationLockKey is the advisory lock that serialises migrations of replicas starting at once.
@@ -127,7 +139,9 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		db.Close()
 		return nil, fmt.Errorf("store: connect to PostgreSQL at %s: %w", redact(u), err)
 	}
-	return &Store{d: pgDialect{}, w: db, r: db}, nil
+	st := &Store{d: pgDialect{}, w: db, r: db}
+	st.notify = newNotifier(st, u.String())
+	return st, nil
 }
 
 // redact hides the password of a DSN for messages.

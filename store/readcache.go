@@ -67,7 +67,8 @@ type walVersion [walHeaderSize]byte
 // wal-index is shared memory in the machine's byte order.
 func (v walVersion) changes() uint32 { return binary.NativeEndian.Uint32(v[8:12]) }
 
-// Read cache bounds: beyond them an entry is not added (the cache empties at the next commit).
+// Read cache bounds on entries: beyond them an entry is not added (the cache empties at the next
+// commit). Its bound in bytes is readCache.budget (readcache_budget.go).
 const (
 	maxCachedKeys    = 4096
 	maxCachedObjects = 16384
@@ -86,7 +87,7 @@ type cachedObject struct {
 func newCachedObject(account string, res *ep.Resource, parent sql.NullString, doc []byte) cachedObject {
 	o := cachedObject{account: account, kind: res.Kind, parent: parent, doc: doc}
 	if res.Embeds == nil {
-		o.rendered = &Rendered{}
+		o.rendered = &Rendered{limit: renderLimit(len(doc))}
 	}
 	return o
 }
@@ -96,7 +97,11 @@ func newCachedObject(account string, res *ep.Resource, parent sql.NullString, do
 // when the object's cache entry goes, at the next change of the database. The store never reads
 // it. The body is kept under a key naming how it was rendered (the server's base URL), so that
 // servers rendering differently never see each other's bodies.
-type Rendered struct{ p atomic.Pointer[rendering] }
+type Rendered struct {
+	p atomic.Pointer[rendering]
+	// limit is the largest body kept, which the cache's byte count reserves for it in advance.
+	limit int
+}
 
 type rendering struct {
 	key  string
@@ -111,14 +116,24 @@ func (r *Rendered) Body(key string) []byte {
 	return nil
 }
 
-// Store keeps body, rendered under key; body must not be changed afterwards.
-func (r *Rendered) Store(key string, body []byte) { r.p.Store(&rendering{key, body}) }
+// Store keeps body, rendered under key; body must not be changed afterwards. A body larger than
+// the room the cache reserved for it is not kept (the next request renders it again).
+func (r *Rendered) Store(key string, body []byte) {
+	if len(body) <= r.limit {
+		r.p.Store(&rendering{key, body})
+	}
+}
 
 // ReadCacheStats counts the read cache's answers since the store opened.
 type ReadCacheStats struct {
 	// Hits were answered from memory; Misses read the database (the database had changed, the
 	// entry was missing, or its header was being written).
 	Hits, Misses uint64
+	// Entries is the number of API keys and objects cached now, and Bytes what they are counted
+	// as against the cache's budget (DefaultReadCacheBytes): their documents, the room reserved
+	// for their rendered bodies and a fixed overhead each.
+	Entries int
+	Bytes   int64
 }
 
 type readCache struct {
@@ -131,6 +146,8 @@ type readCache struct {
 	ver  walVersion
 	keys map[string]keyRow
 	objs map[string]cachedObject
+	// bytes is what the entries are counted as (cost, keyCost), at most budget.
+	bytes, budget int64
 	// pending is the write set of the transaction this process's committer is committing, when
 	// it started at ver: until it settles, the cache is not emptied by readers, and it answers
 	// those that already see the commit's header with what the transaction did not write.
@@ -144,7 +161,8 @@ func openReadCache(ctx context.Context, path, dsn string) (*readCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: read cache: %w", err)
 	}
-	c := &readCache{shm: shm, sentinel: sentinel, keys: map[string]keyRow{}, objs: map[string]cachedObject{}}
+	c := &readCache{shm: shm, sentinel: sentinel, keys: map[string]keyRow{}, objs: map[string]cachedObject{},
+		budget: DefaultReadCacheBytes}
 	if _, ok := c.version(); !ok {
 		c.close()
 		return nil, errors.New("store: read cache: no valid wal-index header")
@@ -226,14 +244,14 @@ func (c *readCache) put(v walVersion, selector string, k keyRow, id string, obj 
 			return // settle decides what of the cache survives the commit in flight
 		}
 		c.ver = v
-		clear(c.keys)
-		clear(c.objs)
+		c.clearKeys()
+		c.clearObjects()
 	}
-	if selector != "" && len(c.keys) < maxCachedKeys {
-		c.keys[selector] = k
+	if selector != "" {
+		c.addKey(selector, k)
 	}
-	if obj != nil && len(c.objs) < maxCachedObjects {
-		c.objs[id] = *obj
+	if obj != nil {
+		c.addObject(id, *obj)
 	}
 }
 
@@ -372,13 +390,13 @@ func (w *writeSet) settle(committed bool) {
 	}
 	switch {
 	case w.all:
-		clear(c.keys)
-		clear(c.objs)
+		c.clearKeys()
+		c.clearObjects()
 	case w.keys:
-		clear(c.keys)
+		c.clearKeys()
 	}
 	for _, id := range w.objs {
-		delete(c.objs, id)
+		c.dropObject(id)
 	}
 	c.ver = after
 }
@@ -397,5 +415,8 @@ func (s *Store) ReadCacheStats() ReadCacheStats {
 	if s.cache == nil {
 		return ReadCacheStats{}
 	}
-	return ReadCacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load()}
+	c := s.cache
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return ReadCacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: len(c.keys) + len(c.objs), Bytes: c.bytes}
 }

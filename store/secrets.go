@@ -139,8 +139,13 @@ func NewSecretKey() string {
 // keyFilePath is where a SQLite store keeps its key when EDGEPLANE_SECRET_KEY is unset.
 func keyFilePath(dbPath string) string { return dbPath + ".key" }
 
+// errNoKeyFile is openSealer's answer for a SQLite database without keys configured and without
+// its key file: OpenWith creates the file (newKeyFile) only once the database is known to hold no
+// secret, since a new key would not decrypt them.
+var errNoKeyFile = errors.New("store: no key file")
+
 // openSealer finds the keys: Options.SecretKeys, else EDGEPLANE_SECRET_KEY, else (SQLite only) the
-// key file next to the database, created with mode 0600 on first use. PostgreSQL replicas must
+// key file next to the database (errNoKeyFile when there is none yet). PostgreSQL replicas must
 // share a key, so they need one given explicitly.
 func openSealer(dsn string, opts Options) (*sealer, error) {
 	if opts.SecretKeys != "" {
@@ -163,8 +168,13 @@ func openSealer(dsn string, opts Options) (*sealer, error) {
 	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		data, err = createKeyFile(path)
+		return nil, errNoKeyFile
 	}
+	return keyFileSealer(path, data, err)
+}
+
+// keyFileSealer checks a key file read from path (its mode, its keys) and makes its sealer.
+func keyFileSealer(path string, data []byte, err error) (*sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
 	}
@@ -176,6 +186,24 @@ func openSealer(dsn string, opts Options) (*sealer, error) {
 		return nil, err
 	}
 	return newSealer(keys, path)
+}
+
+// newKeyFile makes the key file of a SQLite database that has none, after checking that the
+// database holds no secret: were it to, a new key would not decrypt them, every use of one would
+// fail, and the missing file is reported instead with what to do.
+func (s *Store) newKeyFile(ctx context.Context, dsn string) (*sealer, error) {
+	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
+	n, ids, err := secretCount(ctx, s.r)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if n > 0 {
+		return nil, fmt.Errorf("store: %w: the database holds %d encrypted secrets (key ids %s) but its key file %s does not exist, "+
+			"and a new key would not decrypt them, so none was made. Put the key file back (mode 600), or set %s to the key that encrypted them",
+			ErrSecretsUndecryptable, n, strings.Join(ids, ", "), path, SecretKeyEnv)
+	}
+	data, err := createKeyFile(path)
+	return keyFileSealer(path, data, err)
 }
 
 // createKeyFile writes a new key to path, or reads the one another process wrote first. The key
@@ -237,37 +265,31 @@ func (v *txView) Secret(id string) (string, error) {
 	return v.s.seal.open(id, data)
 }
 
-// RotateSecrets re-encrypts every secret with the first key, so older keys can be retired. Run
-// it with EDGEPLANE_SECRET_KEY=NEW,OLD; it returns how many secrets it rewrote.
+// RotateSecrets re-encrypts every secret, of objects and of the deployment (edgeplane's CA),
+// with the first key, so older keys can be retired. Run it with EDGEPLANE_SECRET_KEY=NEW,OLD; it
+// returns how many secrets it rewrote. Nothing is rewritten when any secret fails to decrypt.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	n := 0
 	err := s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
 		n = 0 // the committer may run a function again (writer.go)
-		rows, err := tx.QueryContext(ctx, `SELECT object_id, data FROM secrets ORDER BY object_id`)
+		all, err := allSecrets(ctx, tx)
 		if err != nil {
 			return s.classify(err)
 		}
-		type row struct{ id, data string }
-		var all []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.id, &r.data); err != nil {
-				rows.Close()
-				return s.classify(err)
-			}
-			all = append(all, r)
-		}
-		rows.Close()
 		for _, r := range all {
-			plain, err := s.seal.open(r.id, r.data)
+			plain, err := s.seal.open(r.ad, r.sealed)
 			if err != nil {
-				return fmt.Errorf("%s: %w", r.id, err)
+				return fmt.Errorf("%s %s: %w", r.table, r.key, err)
 			}
-			sealed, err := s.seal.seal(r.id, plain)
+			sealed, err := s.seal.seal(r.ad, plain)
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE secrets SET data = ? WHERE object_id = ?`), sealed, r.id); err != nil {
+			q := `UPDATE secrets SET data = ? WHERE object_id = ?`
+			if r.table == "system_secrets" {
+				q = `UPDATE system_secrets SET sealed = ? WHERE name = ?`
+			}
+			if _, err := tx.ExecContext(ctx, s.d.rebind(q), sealed, r.key); err != nil {
 				return s.classify(err)
 			}
 			n++

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,9 +60,18 @@ func TestSecretKeySources(t *testing.T) {
 	t.Setenv(SecretKeyEnv, "")
 	dir := t.TempDir()
 	db := filepath.Join(dir, "edgeplane.db")
-	if _, err := openSealer(db, Options{}); err != nil {
+	// No key file yet: openSealer makes none; OpenWith makes it once the database holds no secret.
+	if _, err := openSealer(db, Options{}); !errors.Is(err, errNoKeyFile) {
+		t.Fatalf("no key file: %v", err)
+	}
+	if _, err := os.Stat(keyFilePath(db)); err == nil {
+		t.Fatal("openSealer made a key file")
+	}
+	store, err := OpenWith(context.Background(), db, Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	store.Close()
 	st, err := os.Stat(keyFilePath(db))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v %v", err, st)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -52,8 +53,9 @@ func (sqliteDialect) unavailable(err error) bool {
 // bytewise whatever the database's locale; SQLite compares text bytewise already.
 func (sqliteDialect) ddl(stmt string) string { return strings.ReplaceAll(stmt, ` COLLATE "C"`, "") }
 
-func (sqliteDialect) forShare() string  { return "" }
-func (sqliteDialect) forUpdate() string { return "" }
+func (sqliteDialect) forShare() string   { return "" }
+func (sqliteDialect) forUpdate() string  { return "" }
+func (sqliteDialect) serialLock() string { return "" }
 
 // lockMigrations needs no lock: the writer's transactions take the database lock at BEGIN.
 func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) {
@@ -85,17 +87,41 @@ func sqliteDSN(path string, d Durability, extra url.Values) string {
 	return "file:" + path + "?" + v.Encode()
 }
 
+// ErrNoDatabase is returned by OpenWith with Options.MustExist when the SQLite database file
+// does not exist.
+var ErrNoDatabase = errors.New("no such database")
+
+// checkSQLitePath reports a path that cannot be a database before anything is created: an empty
+// one, one whose directory does not exist, and, when mustExist is set, a file that does not exist.
+func checkSQLitePath(path string, mustExist bool) error {
+	if path == "" {
+		return errors.New("store: empty SQLite path")
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: the directory %s of the database %s does not exist; create it, or check the database path", dir, path)
+	} else if err != nil {
+		return fmt.Errorf("store: directory of the database %s: %w", path, err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("store: %s, the directory of the database %s, is not a directory", dir, path)
+	}
+	if !mustExist {
+		return nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("store: %s: %w; check the database path (only edgeplane serve and import create a database)", path, ErrNoDatabase)
+	} else if err != nil {
+		return fmt.Errorf("store: database %s: %w", path, err)
+	}
+	return nil
+}
+
 // openSQLite opens the database file at path with one writer connection, whose transactions
 // take the write lock at BEGIN (no lock upgrades that could fail under concurrency), and a pool
 // of read-only connections.
 func openSQLite(path string, d Durability) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("store: empty SQLite path")
-	}
-	if dir := filepath.Dir(path); dir != "." {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("store: directory of the database %s: %w", path, err)
-		}
+	if err := checkSQLitePath(path, false); err != nil {
+		return nil, err
 	}
 	w, openErr := sql.Open("sqlite", sqliteDSN(path, d, url.Values{"_txlock": {"immediate"}}))
 	if openErr != nil {

@@ -43,6 +43,9 @@ type dialect interface {
 	// empty where the engine serialises writers anyway.
 	forShare() string
 	forUpdate() string
+	// serialLock is a statement that waits for, and holds until the transaction ends, a lock
+	// named by one argument (an account id); empty where the engine serialises writers anyway.
+	serialLock() string
 	// lockMigrations serialises migrations across processes starting at once.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
 }
@@ -62,6 +65,10 @@ type Options struct {
 	MaxBatch int
 	// NoReadCache turns the SQLite read cache off (readcache.go), for comparisons.
 	NoReadCache bool
+	// MustExist refuses a SQLite database file that does not exist yet instead of creating it
+	// (and its key file): for the commands that only make sense on an existing database, where a
+	// mistyped path would otherwise succeed on a new, empty one. PostgreSQL ignores it.
+	MustExist bool
 }
 
 // Durability is what an acknowledged write survives on SQLite.
@@ -123,6 +130,10 @@ type Store struct {
 	// cache answers authentication and reads by id while the database is unchanged (SQLite;
 	// nil on PostgreSQL and when Options.NoReadCache is set): readcache.go.
 	cache *readCache
+	// feed announces committed configuration changes to the data plane (feed.go); notify
+	// carries them to other replicas on PostgreSQL (notify.go), nil on SQLite.
+	feed   feed
+	notify *notifier
 	// sqlitePath and readDSN are where a SQLite store's database is and how its readers open it.
 	sqlitePath, readDSN string
 }
@@ -144,8 +155,16 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		s   *Store
 		err error
 	)
+	if !IsPostgres(dsn) {
+		// Before the key file is looked for: a missing directory or database is reported as
+		// such, and nothing is created for a database that is refused.
+		if err := checkSQLitePath(strings.TrimPrefix(dsn, "sqlite:"), opts.MustExist); err != nil {
+			return nil, err
+		}
+	}
 	seal, err := openSealer(dsn, opts)
-	if err != nil {
+	noKeyFile := errors.Is(err, errNoKeyFile)
+	if err != nil && !noKeyFile {
 		return nil, err
 	}
 	switch {
@@ -162,6 +181,12 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if noKeyFile {
+		if s.seal, err = s.newKeyFile(ctx, dsn); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	s.q = prepare(s.d)
 	if s.d.name() == "postgres" {
@@ -196,6 +221,7 @@ func (s *Store) Close() error {
 	s.ckpt.close()
 	s.cache.close()
 	s.combine.close()
+	s.notify.close()
 	if s.rd != nil {
 		_ = s.rd.stmts.close()
 	}
@@ -338,6 +364,23 @@ func (s *Store) inTx(ctx context.Context, fn txFunc) error {
 		}
 	}
 	return fmt.Errorf("store: gave up after %d conflicting attempts", maxAttempts)
+}
+
+// takeTurns makes an update of a collection whose documents are ep.SerialUpdater wait for the
+// other such updates of the account that are in progress, and hold them off until it ends. It
+// runs first in the transaction, before any row lock, so the turns cannot deadlock with row
+// locks; every statement after it sees what the previous turns committed (PostgreSQL runs each
+// statement of a READ COMMITTED transaction on a fresh snapshot).
+func (s *Store) takeTurns(ctx context.Context, tx *wtx, account string, res *ep.Resource) error {
+	q := s.d.serialLock()
+	if q == "" {
+		return nil
+	}
+	if _, ok := res.New().(ep.SerialUpdater); !ok {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.d.rebind(q), account)
+	return s.classify(err)
 }
 
 // runTx runs fn in one write transaction: through the committer on SQLite, on a connection of

@@ -1,0 +1,346 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// What the agent gateway reads and writes: credentials presented by agents, the claims a bind
+// must hold, deployment-wide secrets (edgeplane's CA), and the rows of online sessions and
+// tunnels. None of it runs on the path of a public request.
+
+// ErrUnknownCredential is the answer for a token that is well formed but names no live credential
+// (never issued, deleted, or with a wrong secret).
+var ErrUnknownCredential = errors.New("store: unknown credential")
+
+// AgentCredential is a credential as the agent gateway needs it.
+type AgentCredential struct {
+	ID, AccountID, OwnerID string
+	ACL                    []string
+	// Active is false when the credential's owner is a deactivated bot user.
+	Active bool
+}
+
+// AuthenticateAgent finds the credential of a presented token (split by ep.ParseToken) and checks
+// its secret in constant time.
+func (s *Store) AuthenticateAgent(ctx context.Context, selector, secret string) (AgentCredential, error) {
+	var k keyRow
+	if !storable(selector) {
+		return AgentCredential{}, ErrUnknownCredential
+	}
+	err := s.rd.QueryRowContext(ctx, s.q.auth, selector, ep.Credentials.Kind).Scan(k.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return AgentCredential{}, ErrUnknownCredential
+	}
+	if err != nil {
+		return AgentCredential{}, s.classify(err)
+	}
+	stored, err := hex.DecodeString(k.hash)
+	if err != nil || !ep.SecretMatches(secret, stored) {
+		return AgentCredential{}, ErrUnknownCredential
+	}
+	doc, err := s.Get(ctx, k.c.AccountID, ep.Credentials, "", k.c.KeyID)
+	if ep.IsNotFound(err) {
+		return AgentCredential{}, ErrUnknownCredential
+	}
+	if err != nil {
+		return AgentCredential{}, err
+	}
+	cr := doc.(*ep.Credential)
+	return AgentCredential{ID: cr.ID, AccountID: k.c.AccountID, OwnerID: cr.OwnerID, ACL: cr.ACL, Active: k.active != 0}, nil
+}
+
+// ClaimHolder returns the account and object holding a claim (a reserved domain name, a reserved
+// TCP address, an edge hostport); found is false when nothing holds it.
+func (s *Store) ClaimHolder(ctx context.Context, namespace, value string) (account, objectID string, found bool, err error) {
+	if !storable(value) {
+		return "", "", false, nil
+	}
+	err = s.rd.QueryRowContext(ctx, s.q.claimGet, namespace, value).Scan(&account, &objectID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, s.classify(err)
+	}
+	return account, objectID, true, nil
+}
+
+// LiveObjects reports which of the ids name objects that still exist, with one query: the agent
+// gateway asks it for the credentials and reservations its online sessions depend on, so a
+// delete through any replica's API takes them offline.
+func (s *Store) LiveObjects(ctx context.Context, ids []string) (map[string]bool, error) {
+	live := make(map[string]bool, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), 500)
+		chunk := ids[:n]
+		ids = ids[n:]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		q := `SELECT id FROM objects WHERE id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
+		rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
+		if err != nil {
+			return nil, s.classify(err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, s.classify(err)
+			}
+			live[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, s.classify(err)
+		}
+	}
+	return live, nil
+}
+
+// SystemSecret returns the deployment-wide secret called name, minting it with mint when no
+// replica has yet. Concurrent first starts agree on one: the loser of the insert reads the
+// winner's. The private part is stored encrypted like every other secret.
+func (s *Store) SystemSecret(ctx context.Context, name string, mint func() (public, private string, err error)) (public, private string, err error) {
+	public, sealed, err := s.systemSecretRow(ctx, name)
+	if err == nil {
+		private, err = s.seal.open("system:"+name, sealed)
+		return public, private, err
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", "", err
+	}
+	pub, priv, err := mint()
+	if err != nil {
+		return "", "", err
+	}
+	sealed, err = s.seal.seal("system:"+name, priv)
+	if err != nil {
+		return "", "", err
+	}
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO system_secrets (name, public, sealed, created_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (name) DO NOTHING`), name, pub, sealed, ep.FormatTime(time.Now()))
+		return s.classify(err)
+	})
+	if err != nil {
+		return "", "", err
+	}
+	public, sealed, err = s.systemSecretRow(ctx, name)
+	if err != nil {
+		return "", "", err
+	}
+	private, err = s.seal.open("system:"+name, sealed)
+	return public, private, err
+}
+
+// SystemPublic returns the public part of a deployment-wide secret, or "" when none was made.
+func (s *Store) SystemPublic(ctx context.Context, name string) (string, error) {
+	public, _, err := s.systemSecretRow(ctx, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return public, err
+}
+
+func (s *Store) systemSecretRow(ctx context.Context, name string) (public, sealed string, err error) {
+	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT public, sealed FROM system_secrets WHERE name = ?`), name).Scan(&public, &sealed)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		err = s.classify(err)
+	}
+	return public, sealed, err
+}
+
+// AgentSessionRow is an online agent session as stored: Doc is its API document (without uri).
+type AgentSessionRow struct {
+	ID, AccountID, CredentialID, Replica string
+	// Conn names the agent's connection: only it may delete the row.
+	Conn string
+	Doc  json.RawMessage
+}
+
+// AgentTunnelRow is an online tunnel as stored: Doc is its API document (without uri).
+type AgentTunnelRow struct {
+	ID, SessionID, AccountID string
+	Doc                      json.RawMessage
+}
+
+// ErrIDTaken is returned when a session or tunnel id presented again by an agent belongs to
+// another credential or account: the caller takes a new id.
+var ErrIDTaken = errors.New("store: the id belongs to another agent")
+
+// PutAgentSession records a session that came online on this replica. An agent reconnecting
+// after its replica died keeps its session id: the dead replica's row (and its tunnels) give
+// way, but only to the same credential.
+func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
+			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
+			return s.classify(err)
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_sessions (id, account_id, credential_id, replica, conn, seen_at, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
+			seen_at = excluded.seen_at, doc = excluded.doc WHERE agent_sessions.credential_id = excluded.credential_id`),
+			r.ID, r.AccountID, r.CredentialID, r.Replica, r.Conn, ep.FormatTime(time.Now()), string(r.Doc))
+		return affectedOne(s, res, err)
+	})
+}
+
+// affectedOne is nil when an upsert wrote its row, ErrIDTaken when its condition kept it out.
+func affectedOne(s *Store, res sql.Result, err error) error {
+	if err != nil {
+		return s.classify(err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return ErrIDTaken
+	}
+	return nil
+}
+
+// DeleteAgentSession removes a session and its tunnels, if the row is still the connection's
+// (an agent that reconnected to a replica has taken it over).
+func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
+			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, conn); err != nil {
+			return s.classify(err)
+		}
+		_, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE id = ? AND conn = ?`), id, conn)
+		return s.classify(err)
+	})
+}
+
+// PutAgentTunnel records a tunnel bound on a session of this replica; a tunnel id presented
+// again by a reconnecting agent is reused only within its account.
+func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, doc) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, doc = excluded.doc
+			WHERE agent_tunnels.account_id = excluded.account_id`),
+			r.ID, r.SessionID, r.AccountID, string(r.Doc))
+		return affectedOne(s, res, err)
+	})
+}
+
+// DeleteAgentTunnel removes a tunnel row, if its session row is still the connection's.
+func (s *Store) DeleteAgentTunnel(ctx context.Context, id, sessionID, conn string) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE id = ? AND session_id IN
+			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, sessionID, conn)
+		return s.classify(err)
+	})
+}
+
+// TouchAgentSessions marks every session of the replica as seen now and forgets the sessions of
+// replicas not seen since staleBefore (a replica that died without cleaning up).
+func (s *Store) TouchAgentSessions(ctx context.Context, replica string, staleBefore time.Time) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_sessions SET seen_at = ? WHERE replica = ?`),
+			ep.FormatTime(time.Now()), replica); err != nil {
+			return s.classify(err)
+		}
+		stale := ep.FormatTime(staleBefore)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
+			(SELECT id FROM agent_sessions WHERE seen_at < ?)`), stale); err != nil {
+			return s.classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE seen_at < ?`), stale); err != nil {
+			return s.classify(err)
+		}
+		return s.expireAgentCommands(ctx, tx)
+	})
+}
+
+// LiveTolerance is how long a session row counts as online after its replica last refreshed
+// it: a replica that dies without cleaning up stops showing its agents within it.
+const LiveTolerance = 15 * time.Second
+
+// liveTable is the table of a live collection's rows.
+func liveTable(res *ep.Resource) (string, error) {
+	switch res {
+	case ep.TunnelSessions:
+		return "agent_sessions", nil
+	case ep.Tunnels:
+		return "agent_tunnels", nil
+	}
+	return "", errors.New("store: " + res.Kind + " is not a live collection")
+}
+
+// ListLive returns a page of the account's objects of a live collection (online agent
+// sessions or tunnels), newest first, decoded; more reports whether another page follows.
+func (s *Store) ListLive(ctx context.Context, res *ep.Resource, account, beforeID string, limit int) (docs []ep.Document, more bool, err error) {
+	table, err := liveTable(res)
+	if err != nil {
+		return nil, false, err
+	}
+	if beforeID == "" {
+		beforeID = "\x7f"
+	}
+	q := `SELECT doc FROM agent_sessions WHERE account_id = ? AND id < ? AND seen_at >= ? ORDER BY id DESC LIMIT ?`
+	if table == "agent_tunnels" {
+		q = `SELECT t.doc FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id
+			WHERE t.account_id = ? AND t.id < ? AND s.seen_at >= ? ORDER BY t.id DESC LIMIT ?`
+	}
+	fresh := ep.FormatTime(time.Now().Add(-LiveTolerance))
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), account, beforeID, fresh, limit+1)
+	if err != nil {
+		return nil, false, s.classify(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, false, s.classify(err)
+		}
+		d, err := decode(res, body)
+		if err != nil {
+			return nil, false, err
+		}
+		docs = append(docs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, s.classify(err)
+	}
+	if len(docs) > limit {
+		docs, more = docs[:limit], true
+	}
+	return docs, more, s.complete(ctx, account, res, docs...)
+}
+
+// GetLive returns one online object of a live collection of the account, and the replica
+// holding it; ep.NotFound when there is none.
+func (s *Store) GetLive(ctx context.Context, res *ep.Resource, account, id string) (doc ep.Document, replica string, err error) {
+	table, err := liveTable(res)
+	if err != nil {
+		return nil, "", err
+	}
+	if !storable(id) {
+		return nil, "", ep.NotFound()
+	}
+	q := `SELECT doc, replica FROM agent_sessions WHERE id = ? AND account_id = ? AND seen_at >= ?`
+	if table == "agent_tunnels" {
+		q = `SELECT t.doc, s.replica FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id
+			WHERE t.id = ? AND t.account_id = ? AND s.seen_at >= ?`
+	}
+	var body []byte
+	fresh := ep.FormatTime(time.Now().Add(-LiveTolerance))
+	err = s.r.QueryRowContext(ctx, s.d.rebind(q), id, account, fresh).Scan(&body, &replica)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", ep.NotFound()
+	}
+	if err != nil {
+		return nil, "", s.classify(err)
+	}
+	if doc, err = decode(res, body); err != nil {
+		return nil, "", err
+	}
+	return doc, replica, s.complete(ctx, account, res, doc)
+}
