@@ -20,6 +20,9 @@ import (
 // byte for byte as before, and the old API keys to keep working.
 func TestBackupRoundTrip(t *testing.T) {
 	const base = "https://api.example.test"
+	// A restore needs the source's secret key (import refuses secrets it cannot decrypt): the
+	// source and every target take this process's EDGEPLANE_SECRET_KEY.
+	testdb.EnsureSecretKey()
 	src := newEnvConfig(t, server.Config{BaseURL: base})
 	a := src.newAccount("backup")
 	b := src.newAccount("backup-2")

@@ -5,8 +5,10 @@ import (
 
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -132,15 +134,31 @@ func BenchmarkServeGet(b *testing.B) {
 }
 
 // BenchmarkServeCreate is POST /ip_policy_rules through the whole handler, from 16 goroutines
-// per CPU (so SQLite's group commit has company).
+// per CPU (so SQLite's group commit has company). The rules go to as many policies as keep each
+// under half of ep.MaxRulesPerIPPolicy, in turn.
 func BenchmarkServeCreate(b *testing.B) {
 	h, token, policy, _ := benchServer(b)
-	body := []byte(`{"ip_policy_id":"` + policy + `","cidr":"192.0.2.0/24","action":"allow","description":"benchmark"}`)
+	var bodies [][]byte
+	for i := 0; i <= b.N/(ep.MaxRulesPerIPPolicy/2); i++ {
+		if i > 0 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, benchRequest("POST", "/ip_policies", token, []byte(`{}`)))
+			var p struct{ ID string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != http.StatusCreated {
+				b.Fatalf("policy: %d %s", rec.Code, rec.Body)
+			}
+			policy = p.ID
+		}
+		bodies = append(bodies, []byte(`{"ip_policy_id":"`+policy+`","cidr":"192.0.2.0/24","action":"allow","description":"benchmark"}`))
+	}
+	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16)
+	b.ResetTimer()
 	benchcpu.PerOp(b)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
+			body := bodies[int(next.Add(1)-1)%len(bodies)]
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, benchRequest("POST", "/ip_policy_rules", token, body))
 			if rec.Code != http.StatusCreated {
@@ -148,4 +166,27 @@ func BenchmarkServeCreate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchRouteBody is a POST body of an HTTPS edge route with several modules, as clients send it.
+var benchRouteBody = []byte(`{"edge_id":"edghts_3MPxPY6L8eny93zPfrocV5rPAvT","match_type":"path_prefix","match":"/api",` +
+	`"description":"route /api","metadata":"{\"team\":\"platform\"}",` +
+	`"backend":{"enabled":true,"backend_id":"bkdsa_3MPxPY6L8eny93zPfrocV5rPAvU"},` +
+	`"ip_restriction":{"enabled":null,"ip_policy_ids":["ipp_3MPxPY6L8eny93zPfrocV5rPAvV","ipp_3MPxPY6L8eny93zPfrocV5rPAvW"]},` +
+	`"circuit_breaker":{"enabled":true,"tripped_duration":10,"rolling_window":10,"num_buckets":10,"volume_threshold":20,"error_threshold_percentage":0.5},` +
+	`"compression":{"enabled":true},` +
+	`"request_headers":{"enabled":true,"add":{"x-edge":"edgeplane","x-team":"platform"},"remove":["x-internal"]},` +
+	`"response_headers":null,"webhook_verification":null,"oauth":null}`)
+
+// BenchmarkDecodeRouteBody decodes an HTTPS edge route body with its modules, as POST and PATCH
+// do before validation.
+func BenchmarkDecodeRouteBody(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchRouteBody)))
+	benchcpu.PerOp(b)
+	for b.Loop() {
+		if err := decodeStrict(benchRouteBody, new(ep.HTTPSEdgeRouteBody)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

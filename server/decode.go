@@ -54,8 +54,13 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	return data, nil
 }
 
-// decodeStrict decodes one JSON object into dst, refusing unknown fields and trailing data.
+// decodeStrict decodes one JSON object into dst, refusing what strict JSON refuses: a body of
+// null, unknown fields (also names that differ from a field's only in case), duplicate keys,
+// trailing data, invalid UTF-8 and control characters in strings (see checkStrict).
 func decodeStrict(data []byte, dst any) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body must be a JSON object, not null.")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -64,7 +69,7 @@ func decodeStrict(data []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body has data after the JSON object.")
 	}
-	return nil
+	return checkStrict(data, shapeOf(reflect.TypeOf(dst)))
 }
 
 func checkEcho(field string, got *string, want string) error {

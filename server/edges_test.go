@@ -487,20 +487,20 @@ func TestEdgeModulesInBodies(t *testing.T) {
 			"ip_restriction":  map[string]any{"ip_policy_ids": []any{p1}, "enabled": false},
 			"mutual_tls":      map[string]any{"certificate_authority_ids": []any{ca}},
 			"tls_termination": map[string]any{"min_version": "1.3"},
-			"traffic_policy":  map[string]any{"value": `{"a":1}`, "enabled": false},
+			"traffic_policy":  map[string]any{"value": `{"on_tcp_connect":[]}`, "enabled": false},
 		}))
 		path := "/edges/tls/" + c.str("id")
 		sameJSON(t, "backend", c.body["backend"], map[string]any{"enabled": true, "backend": refJSON(e, b1)})
 		sameJSON(t, "ip_restriction", c.body["ip_restriction"], map[string]any{"enabled": false, "ip_policies": []any{refJSON(e, p1)}})
 		sameJSON(t, "mutual_tls", c.body["mutual_tls"], map[string]any{"enabled": true, "certificate_authorities": []any{refJSON(e, ca)}})
 		sameJSON(t, "tls_termination", c.body["tls_termination"], map[string]any{"enabled": true, "terminate_at": "edge", "min_version": "1.3"})
-		sameJSON(t, "traffic_policy", c.body["traffic_policy"], map[string]any{"enabled": false, "value": `{"a":1}`})
+		sameJSON(t, "traffic_policy", c.body["traffic_policy"], map[string]any{"enabled": false, "value": `{"on_tcp_connect":[]}`})
 		sameJSON(t, "GET after create", e.do(tok, "GET", path, nil).must(t, 200).body, c.body)
 
 		// Replacing one module wholly: enabled false is not carried over, min_version resets.
-		p := e.do(tok, "PATCH", path, map[string]any{"traffic_policy": map[string]any{"value": "b: 2"}, "tls_termination": map[string]any{}}).must(t, 200)
+		p := e.do(tok, "PATCH", path, map[string]any{"traffic_policy": map[string]any{"value": "on_tcp_connect: []"}, "tls_termination": map[string]any{}}).must(t, 200)
 		want := merge(c.body, map[string]any{
-			"traffic_policy":  map[string]any{"enabled": true, "value": "b: 2"},
+			"traffic_policy":  map[string]any{"enabled": true, "value": "on_tcp_connect: []"},
 			"tls_termination": map[string]any{"enabled": true, "terminate_at": "edge", "min_version": "1.2"},
 		})
 		sameJSON(t, "PATCH one module", p.body, want)
@@ -554,7 +554,7 @@ func TestEdgeModulesInBodies(t *testing.T) {
 		b, p1, p2 := k.backend(), k.ipPolicy(), k.ipPolicy()
 		c := k.post("/edges/tcp", merge(hostports(reserveAddr(e, e.admin)), map[string]any{
 			"backend": map[string]any{"backend_id": b}, "ip_restriction": map[string]any{"ip_policy_ids": []any{p1}},
-			"traffic_policy": map[string]any{"value": "a: 1"}}))
+			"traffic_policy": map[string]any{"value": "on_tcp_connect: []"}}))
 		path := "/edges/tcp/" + c.str("id")
 		p := e.do(tok, "PATCH", path, map[string]any{"ip_restriction": map[string]any{"ip_policy_ids": []any{p2, p1}}}).must(t, 200)
 		sameJSON(t, "tcp PATCH", p.body, merge(c.body, map[string]any{
@@ -673,7 +673,7 @@ func TestConcurrentModuleWrites(t *testing.T) {
 		case "tls_termination":
 			return map[string]any{"min_version": versions[i%len(versions)]}
 		}
-		return map[string]any{"value": `{"write":` + strconv.Itoa(i) + `}`}
+		return map[string]any{"value": `{"on_tcp_connect":[{"name":"write ` + strconv.Itoa(i) + `","actions":[{"type":"deny"}]}]}`}
 	}
 	var (
 		locks = make([]sync.Mutex, len(modules))

@@ -45,9 +45,16 @@ func newEnvBase(t *testing.T, base string) *env {
 // newEnvConfig starts a server with cfg; an empty cfg.BaseURL is the server's own address.
 func newEnvConfig(t *testing.T, cfg server.Config) *env {
 	t.Helper()
+	return newEnvOn(t, testdb.Engine(), cfg)
+}
+
+// newEnvOn is newEnvConfig on a given engine, for the tests that run on every engine of the test
+// run (testdb.Engines) whatever EDGEPLANE_TEST_ENGINE says.
+func newEnvOn(t *testing.T, engine string, cfg server.Config) *env {
+	t.Helper()
 	base := cfg.BaseURL
 	ctx := context.Background()
-	st, err := store.Open(ctx, testdb.Fresh(t, testdb.Engine()))
+	st, err := store.Open(ctx, testdb.Fresh(t, engine))
 	if err != nil {
 		t.Fatal(err)
 	}

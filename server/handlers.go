@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -20,6 +21,9 @@ type collection struct {
 	listKey []byte
 	// embeds is the collection of the children its documents show, or nil.
 	embeds *collection
+	// live is set for the live collections (agent sessions and tunnels), whose objects the store
+	// reads from the rows of online agents rather than from stored documents.
+	live bool
 }
 
 func newCollection(res *ep.Resource) *collection {
@@ -39,6 +43,10 @@ func (c *collection) path(parentID string) string {
 }
 
 func (c *collection) objectPath(parentID, id string) string { return c.path(parentID) + "/" + id }
+
+// objectID is the id of the request's path; an id with the collection's old prefix names the
+// object it was migrated to (ep.Resource.CanonicalID).
+func (c *collection) objectID(r *http.Request) string { return c.res.CanonicalID(r.PathValue("id")) }
 
 func (c *collection) parentID(r *http.Request) string {
 	if c.parentParam == "" {
@@ -71,7 +79,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) {
 // store's read cache holds is rendered once and answered from that body while it is unchanged.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) {
 	parent, cred := c.parentID(r), credentialFrom(r)
-	caller, doc, rendered, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, r.PathValue("id"), s.base)
+	caller, doc, rendered, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, c.objectID(r), s.base)
 	if caller.AccountID == "" {
 		s.admit(w, r, caller, err) // err is the authentication's
 		return
@@ -100,7 +108,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) {
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) {
-	parent, id := c.parentID(r), r.PathValue("id")
+	parent, id := c.parentID(r), c.objectID(r)
 	body := c.res.NewUpdate()
 	if err := s.decode(r, body, id, parent); err != nil {
 		s.fail(w, r, err)
@@ -120,7 +128,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *collection) {
-	if err := s.store.Delete(r.Context(), callerOf(r), c.res, c.parentID(r), r.PathValue("id")); err != nil {
+	if err := s.store.Delete(r.Context(), callerOf(r), c.res, c.parentID(r), c.objectID(r)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -134,8 +142,12 @@ const (
 )
 
 // paging reads limit (1..100, default 100) and the exclusive before_id cursor, also spelled
-// beforeId by one client; an empty cursor means the first page.
-func paging(r *http.Request) (limit int, before string, explicit bool, err error) {
+// beforeId by one client; an empty cursor means the first page. A cursor must have the shape of
+// an id of the listed collection (with its prefix, or its old one): anything else (garbage, a truncated
+// id, an id of another collection) would silently page from the wrong place, so it is a 400
+// naming the parameter as the client spelled it.
+func paging(r *http.Request, res *ep.Resource) (limit int, before string, explicit bool, err error) {
+	prefix := res.Prefix
 	q := r.URL.Query()
 	limit = DefaultLimit
 	if v := q.Get("limit"); v != "" {
@@ -146,27 +158,49 @@ func paging(r *http.Request) (limit int, before string, explicit bool, err error
 		}
 		limit, explicit = n, true
 	}
-	before = q.Get("before_id")
+	param := "before_id"
+	before = q.Get(param)
 	if before == "" {
-		before = q.Get("beforeId")
+		param = "beforeId"
+		before = q.Get(param)
 	}
-	for i := 0; i < len(before); i++ {
-		if c := before[i]; c <= ' ' || c >= 0x7f {
-			return 0, "", false, &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeInvalid, Field: "before_id",
-				Msg: "before_id: must be the id of an object of the list, got " + quote(before)}
-		}
+	before = res.CanonicalID(before) // a cursor taken before a migration of the prefix
+	if before != "" && !ep.ValidID(prefix, before) {
+		return 0, "", false, &ep.Error{Status: http.StatusBadRequest, Code: ep.CodeInvalid, Field: param,
+			Msg: param + ": must be the id of an object of the list (" + prefix + "_…), got " + quote(shorten(before))}
 	}
 	return limit, before, explicit, nil
 }
 
+// shorten cuts a value quoted in an error message to its first 64 bytes (on a rune boundary).
+func shorten(v string) string {
+	const most = 64
+	if len(v) <= most {
+		return v
+	}
+	i := most
+	for i > 0 && !utf8.RuneStart(v[i]) {
+		i--
+	}
+	return v[:i] + "…"
+}
+
 func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
-	limit, before, explicit, err := paging(r)
+	limit, before, explicit, err := paging(r, c.res)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	parent := c.parentID(r)
-	docs, more, err := s.store.List(r.Context(), callerOf(r).AccountID, c.res, parent, before, limit)
+	var (
+		docs []ep.Document
+		more bool
+	)
+	if c.live {
+		docs, more, err = s.store.ListLive(r.Context(), c.res, callerOf(r).AccountID, before, limit)
+	} else {
+		docs, more, err = s.store.List(r.Context(), callerOf(r).AccountID, c.res, parent, before, limit)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -229,7 +229,7 @@ type hostileGen struct {
 }
 
 func newHostileGen(t *testing.T, e *env, a account) *hostileGen {
-	g := &hostileGen{t: t, e: e, token: a.token, ops: apiOps(t, e), create: map[*ep.Resource][]byte{},
+	g := &hostileGen{t: t, e: e, token: a.token, ops: storedOps(t, e), create: map[*ep.Resource][]byte{},
 		update: map[*ep.Resource][]byte{}, modules: map[string][]byte{}}
 	js := func(v any) []byte {
 		data, err := json.Marshal(v)

@@ -128,7 +128,7 @@ func TestAccountIsolation(t *testing.T) {
 
 	// Every operation with an id in its path, on B's objects and on missing ids.
 	tried := map[string]int{}
-	for _, op := range apiOps(t, e) {
+	for _, op := range storedOps(t, e) {
 		if !strings.Contains(op.pattern, "{") {
 			continue
 		}

@@ -15,8 +15,9 @@ import (
 )
 
 // Metrics are the Prometheus collectors of a server, in a registry of their own (so tests can run
-// many servers in one process). Labels are bounded: route is the pattern that matched, never the
-// raw path.
+// many servers in one process). Every label value comes from a closed set: route is the pattern
+// that matched ("unmatched" when none did), never the raw path; method is one of the standard
+// methods or "other"; status is a code the server itself wrote.
 type Metrics struct {
 	registry    *prometheus.Registry
 	requests    *prometheus.CounterVec
@@ -71,6 +72,7 @@ func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	if route == "" || route == "/" {
 		route = "unmatched"
 	}
+	method = methodLabel(method)
 	key := seriesKey{route, method, status}
 	sr, ok := m.series.Load(key)
 	if !ok {
@@ -83,6 +85,18 @@ func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	s := sr.(series)
 	s.requests.Inc()
 	s.duration.Observe(d.Seconds())
+}
+
+// methodLabel is the method's label value, from a closed set: the methods of RFC 9110 and PATCH
+// as they are, every other method "other". A client chooses the method, and net/http accepts any
+// token as one, so a raw method label would let anyone add series without limit.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // seriesKey and series are the label values of a request and the collectors they select.

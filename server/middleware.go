@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
 )
 
 type ctxKey int
@@ -150,6 +151,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, caller ep.Caller,
 		return false
 	}
 	opOf(r).account = caller.AccountID
+	// The connection now belongs to a key holder: it keeps the full idle timeout.
+	netx.TrustContext(r.Context())
 	if s.limiter != nil {
 		if ok, retry := s.limiter.allow(caller.KeyID, time.Now()); !ok {
 			if s.metrics != nil {

@@ -17,13 +17,13 @@ func (s *Server) registerModules(collections map[*ep.Resource]*collection) {
 		c := collections[m.Parent]
 		path := m.Parent.Path + "/{id}/" + m.Name
 		if m.Ops.Has(ep.OpUpdate) {
-			s.api(route{"PUT", path, ep.OpUpdate, c, m}, func(w http.ResponseWriter, r *http.Request) { s.putModule(w, r, c, m) })
+			s.api(route{"PUT", path, ep.OpUpdate, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.putModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpGet) {
-			s.api(route{"GET", path, ep.OpGet, c, m}, func(w http.ResponseWriter, r *http.Request) { s.getModule(w, r, c, m) })
+			s.api(route{"GET", path, ep.OpGet, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.getModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpDelete) {
-			s.api(route{"DELETE", path, ep.OpDelete, c, m}, func(w http.ResponseWriter, r *http.Request) { s.deleteModule(w, r, c, m) })
+			s.api(route{"DELETE", path, ep.OpDelete, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.deleteModule(w, r, c, m) })
 		}
 	}
 }
@@ -91,6 +91,12 @@ func (s *Server) decodeModule(r *http.Request, dst ep.ModuleRequest, pathID, pat
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		return decodeError(err, dst)
+	}
+	if top == nil {
+		return ep.Errorf(http.StatusBadRequest, ep.CodeBadJSON, "The request body must be a JSON object, not null.")
+	}
+	if err := checkStrict(data, moduleBodyShape(reflect.TypeOf(dst))); err != nil {
+		return err
 	}
 	echo := func(field, want string) error {
 		raw, ok := top[field]

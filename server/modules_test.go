@@ -963,7 +963,9 @@ func TestWebhookVerificationRules(t *testing.T) {
 	wantErrField(t, r, "webhook_verification.secret")
 }
 
-// TestTrafficPolicyRules: the value is a JSON object or a YAML mapping, kept as given.
+// TestTrafficPolicyRules: the value is a traffic policy document in JSON or YAML, kept as given;
+// a document ngrok would refuse (not a mapping, an unknown phase or action type, an expression
+// that does not compile) is refused with 400 naming the problem.
 func TestTrafficPolicyRules(t *testing.T) {
 	e := newEnv(t)
 	k := edgeKit{e, e.admin}
@@ -975,10 +977,10 @@ func TestTrafficPolicyRules(t *testing.T) {
 			for _, v := range []string{
 				`{"on_http_request":[{"actions":[{"type":"deny"}]}]}`,
 				`{}`,
-				"  {\"a\": 1}\n",
+				"  {\"on_tcp_connect\": []}\n",
 				"on_http_request:\n  - expressions: [\"req.url.path.startsWith('/admin')\"]\n    actions:\n      - type: deny\n",
-				"a: 1",
-				"---\nkey: value\n",
+				`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"capacity":10}}]}]}`,
+				"---\non_http_response:\n  - actions:\n      - type: remove-headers\n        config: {headers: [server]}\n",
 			} {
 				r := e.do(tok, "PUT", path, map[string]any{"value": v}).must(t, 200)
 				sameJSON(t, "traffic policy", r.body, map[string]any{"enabled": true, "value": v})
@@ -990,9 +992,23 @@ func TestTrafficPolicyRules(t *testing.T) {
 				r := e.do(tok, "PUT", path, map[string]any{"value": v}).wantError(t, 400, ep.CodeInvalid)
 				wantErrField(t, r, "value")
 			}
+			for v, want := range map[string]string{
+				"a: 1": `"a" is not a traffic policy phase`,
+				`{"on_http_request":[{"actions":[{"type":"teleport"}]}]}`:                                                   `on_http_request[0].actions[0].type: "teleport" is not a traffic policy action`,
+				`{"on_http_request":[{"expressions":["req.method =="],"actions":[{"type":"deny"}]}]}`:                       `on_http_request[0].expressions[0]: ERROR`,
+				`{"on_http_request":[{"expressions":["req.nope"],"actions":[{"type":"deny"}]}]}`:                            `undeclared reference to 'req'`,
+				`{"on_http_request":[{"actions":[{"type":"deny","config":{"status_code":"x"}}]}]}`:                          `on_http_request[0].actions[0].config`,
+				`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"Transfer-Encoding":"x"}}}]}]}`: `"Transfer-Encoding" cannot be added or removed`,
+			} {
+				r := e.do(tok, "PUT", path, map[string]any{"value": v}).wantError(t, 400, ep.CodeInvalid)
+				wantErrField(t, r, "value")
+				if !strings.Contains(r.msg(), want) {
+					t.Errorf("%s: %q, want it to name %q", v, r.msg(), want)
+				}
+			}
 			e.do(tok, "PUT", path, map[string]any{"value": map[string]any{"a": 1}}).wantError(t, 400, ep.CodeInvalid)
 			sameJSON(t, "traffic policy after rejections", e.do(tok, "GET", path, nil).must(t, 200).body,
-				map[string]any{"enabled": true, "value": "---\nkey: value\n"})
+				map[string]any{"enabled": true, "value": "---\non_http_response:\n  - actions:\n      - type: remove-headers\n        config: {headers: [server]}\n"})
 		})
 	}
 }

@@ -34,9 +34,15 @@ func (g *schemaGen) ref(name string) map[string]any {
 func (g *schemaGen) schema(t reflect.Type) map[string]any {
 	switch t.Kind() {
 	case reflect.Pointer:
+		// OpenAPI 3.0 gives nullable a meaning only next to a type, and linters reject it
+		// alone: a reference (always to a struct's object schema) is wrapped in allOf with
+		// type object, and a schema without a type (any value, null included) stays as it is.
 		inner := g.schema(t.Elem())
 		if _, isRef := inner["$ref"]; isRef {
-			return map[string]any{"allOf": []any{inner}, "nullable": true}
+			return map[string]any{"type": "object", "allOf": []any{inner}, "nullable": true}
+		}
+		if inner["type"] == nil {
+			return inner
 		}
 		out := map[string]any{"nullable": true}
 		for k, v := range inner {
@@ -136,13 +142,16 @@ func (s *Server) buildOpenAPI(metricsOnMain bool) []byte {
 		if strings.Contains(rt.path, "{id}") {
 			params = append(params, pathParam("id"))
 		}
-		op := map[string]any{"tags": []any{res.Kind}, "parameters": params,
-			"responses": map[string]any{"default": errorResponse}}
+		op := map[string]any{"tags": []any{res.Kind}, "parameters": params, "operationId": operationID(rt),
+			"responses": errorResponses(rt, errorResponse)}
 		responses := op["responses"].(map[string]any)
 		doc := g.schema(typeOf(res.New()))
 		switch {
+		case rt.action != "":
+			op["summary"] = "Send the " + rt.action + " command to the agent"
+			op["requestBody"] = jsonBody(map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}})
+			responses["204"] = map[string]any{"description": "The agent acknowledged the command."}
 		case rt.m != nil:
-			op["operationId"] = res.Kind + "_" + rt.m.Name + "_" + opVerb(rt.op, true)
 			op["tags"] = []any{res.Kind + " modules"}
 			switch rt.op {
 			case ep.OpUpdate:
@@ -157,11 +166,11 @@ func (s *Server) buildOpenAPI(metricsOnMain bool) []byte {
 				responses["204"] = map[string]any{"description": "Removed."}
 			}
 		case rt.op == ep.OpCreate:
-			op["operationId"], op["summary"] = res.Kind+"_create", "Create"
+			op["summary"] = "Create"
 			op["requestBody"] = jsonBody(g.schema(typeOf(res.NewCreate())))
 			responses["201"] = mergeDesc(jsonBody(doc), "Created.")
 		case rt.op == ep.OpList:
-			op["operationId"], op["summary"] = res.Kind+"_list", "List, newest first"
+			op["summary"] = "List, newest first"
 			op["parameters"] = append(params,
 				map[string]any{"name": "before_id", "in": "query", "schema": map[string]any{"type": "string"}},
 				map[string]any{"name": "limit", "in": "query", "schema": map[string]any{"type": "string"}})
@@ -171,27 +180,27 @@ func (s *Server) buildOpenAPI(metricsOnMain bool) []byte {
 				"next_page_uri": map[string]any{"type": "string", "nullable": true},
 			}}), "A page.")
 		case rt.op == ep.OpGet:
-			op["operationId"], op["summary"] = res.Kind+"_get", "Get"
+			op["summary"] = "Get"
 			responses["200"] = mergeDesc(jsonBody(doc), "The object.")
 		case rt.op == ep.OpUpdate:
-			op["operationId"], op["summary"] = res.Kind+"_update", "Update what the body names"
+			op["summary"] = "Update what the body names"
 			op["requestBody"] = jsonBody(g.schema(typeOf(res.NewUpdate())))
 			responses["200"] = mergeDesc(jsonBody(doc), "The updated object.")
 		case rt.op == ep.OpDelete:
-			op["operationId"], op["summary"] = res.Kind+"_delete", "Delete"
+			op["summary"] = "Delete"
 			responses["204"] = map[string]any{"description": "Deleted."}
 		}
 		add(rt.path, rt.method, op)
 	}
-	plain := func(summary string) map[string]any {
-		return map[string]any{"summary": summary, "security": []any{}, "tags": []any{"operations"},
+	plain := func(id, summary string) map[string]any {
+		return map[string]any{"operationId": id, "summary": summary, "security": []any{}, "tags": []any{"operations"},
 			"responses": map[string]any{"200": map[string]any{"description": "OK"}}}
 	}
-	add("/healthz", "GET", plain("Liveness: the process serves HTTP"))
-	add("/readyz", "GET", plain("Readiness: the database answers (503 when not)"))
-	add("/openapi.json", "GET", plain("This document"))
+	add("/healthz", "GET", plain("HealthzGet", "Liveness: the process serves HTTP"))
+	add("/readyz", "GET", plain("ReadyzGet", "Readiness: the database answers (503 when not)"))
+	add("/openapi.json", "GET", plain("OpenapiGet", "This document"))
 	if metricsOnMain {
-		add("/metrics", "GET", plain("Prometheus metrics"))
+		add("/metrics", "GET", plain("MetricsGet", "Prometheus metrics"))
 	}
 	doc := map[string]any{
 		"openapi": "3.0.3",
@@ -236,17 +245,99 @@ func mergeDesc(body map[string]any, desc string) map[string]any {
 	return body
 }
 
-func opVerb(op ep.Ops, module bool) string {
-	switch op {
-	case ep.OpUpdate:
-		if module {
-			return "replace"
+// operationID names an operation as ngrok's published schema does, so that a client generated
+// from this document has the method names of the official clients: the collection, then the
+// verb ("ApiKeysCreate", "EdgesHttpsRoutesGet", "TunnelSessionsRestart"); an edge's or a
+// route's module is the owner, the module and "Module", then the verb
+// ("EdgeRouteOAuthModuleReplace", "TlsEdgeBackendModuleGet"); a delete-only module of another
+// collection is the collection, "Delete" and the module ("ReservedDomainsDeleteCertificate").
+// Operations the published schema lacks follow the same rules ("EdgesHttpsRoutesList").
+func operationID(rt route) string {
+	verb := map[ep.Ops]string{ep.OpCreate: "Create", ep.OpList: "List", ep.OpGet: "Get",
+		ep.OpUpdate: "Update", ep.OpDelete: "Delete"}[rt.op]
+	switch {
+	case rt.action != "":
+		return collectionName(rt.c.res.Path) + camel(rt.action)
+	case rt.m != nil:
+		owner, module := moduleOwner(rt.m.Parent.Path), camel(rt.m.Name)
+		if owner == "" {
+			return collectionName(rt.m.Parent.Path) + verb + module
 		}
-		return "update"
-	case ep.OpGet:
-		return "get"
-	case ep.OpDelete:
-		return "delete"
+		if rt.op == ep.OpUpdate {
+			verb = "Replace" // a module's PUT replaces it whole
+		}
+		return owner + module + "Module" + verb
 	}
-	return "op"
+	return collectionName(rt.c.res.Path) + verb
+}
+
+// collectionName is a collection's path in CamelCase, its parameters left out
+// ("/edges/https/{edge_id}/routes" is "EdgesHttpsRoutes"), except that backends are named type
+// first ("/backends/static" is "StaticBackends").
+func collectionName(path string) string {
+	var b strings.Builder
+	for seg := range strings.SplitSeq(strings.Trim(path, "/"), "/") {
+		if !strings.HasPrefix(seg, "{") {
+			b.WriteString(camel(seg))
+		}
+	}
+	if kind, ok := strings.CutPrefix(path, "/backends/"); ok {
+		return camel(kind) + "Backends"
+	}
+	return b.String()
+}
+
+// moduleOwner is the name an edge's modules start with ("/edges/tls" is "TlsEdge", the routes
+// of HTTPS edges "EdgeRoute"), or "" for a collection that is not an edge.
+func moduleOwner(parentPath string) string {
+	if strings.HasSuffix(parentPath, "/routes") {
+		return "EdgeRoute"
+	}
+	if kind, ok := strings.CutPrefix(parentPath, "/edges/"); ok {
+		return camel(kind) + "Edge"
+	}
+	return ""
+}
+
+// camel turns a snake_case path segment into CamelCase, spelling words as ngrok's operation ids
+// do ("oauth" is "OAuth", "ip" is "Ip").
+func camel(snake string) string {
+	var b strings.Builder
+	for word := range strings.SplitSeq(snake, "_") {
+		if word == "oauth" {
+			b.WriteString("OAuth")
+			continue
+		}
+		if word != "" {
+			b.WriteString(strings.ToUpper(word[:1]) + word[1:])
+		}
+	}
+	return b.String()
+}
+
+// errorResponses are the error statuses an operation declares, each with the Error schema,
+// beside the default: every operation may answer 400 (a bad version header or request), 401,
+// 429 (the key's rate limit), 500 and 503 (the database unreachable); one with a path parameter
+// 404; one with a body 413 (over the size limit); a create or update 403 (another owner set by a
+// non-admin); and one that writes 409 (a name taken, an object in use).
+func errorResponses(rt route, errorResponse map[string]any) map[string]any {
+	codes := []string{"400", "401", "429", "500", "503"}
+	if strings.Contains(rt.path, "{") {
+		codes = append(codes, "404")
+	}
+	body := rt.action != "" || rt.op == ep.OpCreate || rt.op == ep.OpUpdate
+	if body {
+		codes = append(codes, "413")
+	}
+	if rt.m == nil && (rt.op == ep.OpCreate || rt.op == ep.OpUpdate) {
+		codes = append(codes, "403")
+	}
+	if rt.action == "" && (rt.op == ep.OpCreate || rt.op == ep.OpUpdate || rt.op == ep.OpDelete) {
+		codes = append(codes, "409")
+	}
+	out := map[string]any{"default": errorResponse}
+	for _, c := range codes {
+		out[c] = errorResponse
+	}
+	return out
 }

@@ -163,3 +163,42 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("wildcard origin: %v", r.header)
 	}
 }
+
+// TestMetricsLabelsBounded: every label comes from a closed set, so requests with hundreds of
+// invented methods and raw paths add no series after the first of each kind (issue 24: 20,000
+// random methods added 20,000 series).
+func TestMetricsLabelsBounded(t *testing.T) {
+	e := newEnvConfig(t, server.Config{Metrics: pendingMetrics, MetricsOnMain: true})
+	id := e.do(e.admin.token, "POST", "/ip_policies", nil).must(t, 201).str("id")
+	series := func() int {
+		n := 0
+		for line := range strings.Lines(scrape(t, e)) {
+			if strings.HasPrefix(line, "edgeplane_http_") {
+				n++
+			}
+		}
+		return n
+	}
+	round := func(i int) {
+		method := "X" + strconv.Itoa(i) + "METHOD"
+		e.do(e.admin.token, method, "/ip_policies", nil).wantError(t, 405, ep.CodeMethodNotAllowed)
+		e.do(e.admin.token, method, "/ip_policies/"+id, nil).wantError(t, 405, ep.CodeMethodNotAllowed)
+		e.do(e.admin.token, method, "/nope/"+strconv.Itoa(i), nil).wantError(t, 404, ep.CodeNotFound)
+		e.do(e.admin.token, "GET", "/nope/"+strconv.Itoa(i), nil).wantError(t, 404, ep.CodeNotFound)
+		e.do(e.admin.token, "GET", "/ip_policies/ipp_"+strconv.Itoa(i), nil).wantError(t, 404, ep.CodeNotFound)
+		e.do(e.admin.token, "DELETE", "/ip_policies/ipp_"+strconv.Itoa(i), nil).wantError(t, 404, ep.CodeNotFound)
+	}
+	round(0)
+	scrape(t, e) // the scrape's own series exist from here on
+	before := series()
+	for i := 1; i <= 200; i++ {
+		round(i)
+	}
+	m := scrape(t, e)
+	if after := series(); after != before {
+		t.Fatalf("200 rounds of invented methods and paths added %d series (%d before)", after-before, before)
+	}
+	if !strings.Contains(m, `method="other"`) || strings.Contains(m, "METHOD") || strings.Contains(m, "/nope/") || strings.Contains(m, "ipp_") {
+		t.Fatal("a raw method or path reached a label")
+	}
+}

@@ -42,6 +42,9 @@ type Config struct {
 	CORSOrigins []string
 	// RateLimit is the per-API-key limit; the zero value is none.
 	RateLimit RateLimit
+	// Agents sends commands to online agent sessions (the data plane); nil answers every command
+	// with 503.
+	Agents Commander
 }
 
 // DefaultRequestTimeout is the default Config.RequestTimeout.
@@ -100,19 +103,19 @@ func New(st *store.Store, cfg Config) *Server {
 		c := newCollection(res)
 		collections[res] = c
 		if res.Ops.Has(ep.OpCreate) {
-			s.api(route{"POST", res.Path, ep.OpCreate, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
+			s.api(route{"POST", res.Path, ep.OpCreate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpList) {
-			s.api(route{"GET", res.Path, ep.OpList, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
+			s.api(route{"GET", res.Path, ep.OpList, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpGet) {
-			s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
+			s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpUpdate) {
-			s.api(route{"PATCH", res.Path + "/{id}", ep.OpUpdate, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
+			s.api(route{"PATCH", res.Path + "/{id}", ep.OpUpdate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpDelete) {
-			s.api(route{"DELETE", res.Path + "/{id}", ep.OpDelete, c, nil}, func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
+			s.api(route{"DELETE", res.Path + "/{id}", ep.OpDelete, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
 		}
 	}
 	for _, c := range collections {
@@ -121,6 +124,7 @@ func New(st *store.Store, cfg Config) *Server {
 		}
 	}
 	s.registerModules(collections)
+	s.registerLive(cfg.Agents)
 	s.openAPI = s.buildOpenAPI(cfg.Metrics != nil && cfg.MetricsOnMain)
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
 	// Everything else: a JSON 404, or a JSON 405 with Allow when the path exists.
@@ -134,11 +138,14 @@ type route struct {
 	op           ep.Ops
 	c            *collection
 	m            *ep.Module // for module operations
+	action       string     // for a live collection's command (POST {path}/{id}/{action})
 }
 
 // fused reports whether the route authenticates in its own first query (Server.get) rather than
-// before it: the GET of an object by id, the most frequent request.
-func (rt route) fused() bool { return rt.op == ep.OpGet && rt.m == nil }
+// before it: the GET of a stored object by id, the most frequent request.
+func (rt route) fused() bool {
+	return rt.op == ep.OpGet && rt.m == nil && rt.action == "" && !rt.c.live
+}
 
 // api registers an authenticated, versioned API route.
 func (s *Server) api(rt route, h http.HandlerFunc) {

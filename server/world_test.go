@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -192,11 +193,23 @@ func apiOps(t *testing.T, e *env) []apiOp {
 	return out
 }
 
+// storedOps is apiOps without the live collections' operations (agent sessions and tunnels):
+// their objects exist only while agents are online, which e2e/agents tests.
+func storedOps(t *testing.T, e *env) []apiOp {
+	var out []apiOp
+	for _, op := range apiOps(t, e) {
+		if !slices.Contains(ep.LiveResources, op.res) {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
 // resourceOfPattern finds the collection of a route pattern (the longest collection path it
 // starts with) and, for a module path, the module's name.
 func resourceOfPattern(pattern string) (*ep.Resource, string) {
 	var best *ep.Resource
-	for _, res := range ep.Resources {
+	for _, res := range append(ep.Resources[:len(ep.Resources):len(ep.Resources)], ep.LiveResources...) {
 		if (pattern == res.Path || strings.HasPrefix(pattern, res.Path+"/{id}")) && (best == nil || len(res.Path) > len(best.Path)) {
 			best = res
 		}

@@ -13,7 +13,7 @@ import (
 // DefaultGCPercent is the garbage collector target of a server unless GOGC is set. The server's
 // live heap is a few megabytes, so Go's default of 100 collected dozens of times a second under
 // load; 400 took about a tenth off the CPU of a create for some 20 MB more memory (measured with
-// edgeplane-bench; README, Performance).
+// edgeplane-bench; docs/decisions.md, "The request log and the garbage collector").
 const DefaultGCPercent = 400
 
 // SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise.

@@ -6,6 +6,7 @@ package testproc
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -42,7 +43,9 @@ func Build(cmdDir string) (bin string, cleanup func(), err error) {
 }
 
 // CleanEnv is the test process's environment without any EDGEPLANE_* variable, plus extra: a
-// test's server sees only the configuration the test gives it.
+// test's server sees only the configuration the test gives it. The data plane is off unless the
+// test turns it on (EDGEPLANE_AGENT_LISTEN in extra, or --agent-listen): its default ports are
+// fixed, and the many servers tests run at once would fight over them.
 func CleanEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -50,6 +53,7 @@ func CleanEnv(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, "EDGEPLANE_AGENT_LISTEN=")
 	return append(env, extra...)
 }
 
@@ -153,13 +157,24 @@ func Serve(t testing.TB, bin, dir string, env []string, args ...string) *Process
 }
 
 // BootstrapToken returns the token serve printed for an empty database (the first non-empty,
-// indented line after TokenSentence) and whether it printed one; it fails the test when the
+// indented line after TokenSentence; with --log-format json, the token field of the log record
+// whose message holds TokenSentence) and whether it printed one; it fails the test when the
 // printout is malformed.
 func BootstrapToken(t testing.TB, stderr string) (string, bool) {
 	t.Helper()
 	i := strings.Index(stderr, TokenSentence)
 	if i < 0 {
 		return "", false
+	}
+	if start := strings.LastIndex(stderr[:i], "\n") + 1; strings.HasPrefix(stderr[start:], "{") {
+		line, _, _ := strings.Cut(stderr[start:], "\n")
+		var rec struct {
+			Token string `json:"token"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Token == "" {
+			t.Fatalf("the JSON record with %q holds no token (%v): %s", TokenSentence, err, line)
+		}
+		return rec.Token, true
 	}
 	for _, line := range strings.Split(stderr[i:], "\n")[1:] {
 		if strings.TrimSpace(line) == "" {
@@ -187,6 +202,11 @@ func Main(m *testing.M, cmdDir string, bin *string) {
 		os.Exit(1)
 	}
 	*bin = path
+	// Commands the tests run in their own process see the same default as subprocesses: the
+	// data plane off (see CleanEnv).
+	if _, set := os.LookupEnv("EDGEPLANE_AGENT_LISTEN"); !set {
+		os.Setenv("EDGEPLANE_AGENT_LISTEN", "")
+	}
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
