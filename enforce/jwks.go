@@ -1,0 +1,177 @@
+package enforce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Limits of the JWKS cache.
+const (
+	// jwksMaxAge is how long a fetched key set is used before it is fetched again.
+	jwksMaxAge = time.Hour
+	// jwksMaxBody bounds a key set document.
+	jwksMaxBody = 1 << 20
+)
+
+// jwksMinRefresh is the least time between two fetches of one key set: a token naming an
+// unknown kid fetches the set again, but no more often than this, so a client sending made-up
+// kids cannot make edgeplane hammer the identity provider. A variable for the tests.
+var jwksMinRefresh = 10 * time.Second
+
+// jwksNow is the cache's clock, a variable for the tests.
+var jwksNow = time.Now
+
+// jwksCaches holds one cache per key set URL for the life of the process, so the keys survive
+// the rebuilds of a plan (and routes sharing an identity provider share its keys).
+var jwksCaches sync.Map // URL -> *jwksCache
+
+// jwksCache is the fetched key set of one URL.
+type jwksCache struct {
+	url    string
+	client *http.Client
+
+	fetchMu sync.Mutex // one fetch at a time
+
+	mu      sync.Mutex
+	keys    []jose.JSONWebKey // public signing keys only
+	fetched time.Time         // of keys
+	lastTry time.Time
+	lastErr error
+}
+
+// jwksFor returns the cache of a key set URL, made with client on first use.
+func jwksFor(rawURL string, client *http.Client) *jwksCache {
+	c, _ := jwksCaches.LoadOrStore(rawURL, &jwksCache{url: rawURL, client: client})
+	return c.(*jwksCache)
+}
+
+// candidates returns the keys that may have signed a token with kid and alg: the key with that
+// kid, or every key when the token names none; keys declaring another algorithm are left out.
+// The set is fetched when it never was or is older than jwksMaxAge, and again when no key has
+// the token's kid (the provider may have rotated its keys), within jwksMinRefresh.
+func (c *jwksCache) candidates(ctx context.Context, kid, alg string) ([]jose.JSONWebKey, error) {
+	c.mu.Lock()
+	keys, fetched := c.keys, c.fetched
+	c.mu.Unlock()
+	var err error
+	if fetched.IsZero() || jwksNow().Sub(fetched) > jwksMaxAge {
+		keys, fetched, err = c.refresh(ctx, fetched)
+	}
+	out := matchKeys(keys, kid, alg)
+	if len(out) == 0 && kid != "" && err == nil {
+		keys, _, err = c.refresh(ctx, fetched)
+		out = matchKeys(keys, kid, alg)
+	}
+	if len(out) == 0 && err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func matchKeys(keys []jose.JSONWebKey, kid, alg string) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, k := range keys {
+		if (kid == "" || k.KeyID == kid) && (k.Algorithm == "" || k.Algorithm == alg) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// refresh fetches the set again unless another caller did since seen (then its keys are used),
+// or the last attempt was less than jwksMinRefresh ago (then the keys held are used, with the
+// last error when there are none).
+func (c *jwksCache) refresh(ctx context.Context, seen time.Time) ([]jose.JSONWebKey, time.Time, error) {
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	c.mu.Lock()
+	if c.fetched.After(seen) || jwksNow().Sub(c.lastTry) < jwksMinRefresh {
+		keys, fetched, err := c.keys, c.fetched, c.lastErr
+		c.mu.Unlock()
+		if keys != nil {
+			err = nil
+		}
+		return keys, fetched, err
+	}
+	c.lastTry = jwksNow()
+	c.mu.Unlock()
+
+	keys, err := fetchJWKS(ctx, c.client, c.url)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastErr = err
+	if err != nil {
+		return c.keys, c.fetched, err
+	}
+	c.keys, c.fetched = keys, jwksNow()
+	return c.keys, c.fetched, nil
+}
+
+// fetchJWKS fetches a JSON Web Key Set over https and keeps its public signing keys: symmetric
+// keys (which a published set must never hold: anyone could sign with them) and keys meant for
+// encryption are dropped, and a private key counts as its public half.
+func fetchJWKS(ctx context.Context, client *http.Client, rawURL string) ([]jose.JSONWebKey, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "https" {
+		return nil, fmt.Errorf("the key set URL %s is not an https URL", rawURL)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching the key set %s: %w", rawURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetching the key set %s: %s", rawURL, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the key set %s: %w", rawURL, err)
+	}
+	if len(body) > jwksMaxBody {
+		return nil, fmt.Errorf("the key set %s is larger than 1 MiB", rawURL)
+	}
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &set); err != nil {
+		return nil, fmt.Errorf("the key set %s is not a JWKS: %w", rawURL, err)
+	}
+	var keys []jose.JSONWebKey
+	for _, raw := range set.Keys {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(raw); err != nil {
+			continue // a key of a type go-jose does not know; the others still count
+		}
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		pub := k.Public()
+		if pub.Key == nil {
+			continue
+		}
+		keys = append(keys, pub)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the key set " + rawURL + " holds no public signing key")
+	}
+	return keys, nil
+}

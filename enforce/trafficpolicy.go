@@ -1,0 +1,412 @@
+package enforce
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/edgeplane/edgeplane/trafficpolicy"
+)
+
+// TrafficPolicy is the traffic_policy module of an HTTPS edge's route: the rules of the
+// document's on_http_request phase run, in order, before the request goes upstream, and those
+// of on_http_response when the response's final status is written. A rule runs its actions, in
+// order, when every one of its expressions is true (a rule without expressions always runs);
+// a terminating action (deny, custom-response, redirect, a refusing restrict-ips) answers the
+// request and ends the phase.
+//
+// The actions applied are deny, custom-response, add-headers, remove-headers, redirect,
+// url-rewrite and restrict-ips in on_http_request, and add-headers, remove-headers, deny and
+// custom-response (which replace the upstream's answer) in on_http_response. CEL interpolation (${…}) is evaluated in header values, custom-response
+// bodies and the to of redirect and url-rewrite. NewTrafficPolicy refuses a document using any
+// other action, or interpolation in a regular expression (from), so the route fails closed
+// naming what it cannot apply. The rules of on_tcp_connect (deny, restrict-ips) run before
+// those of on_http_request, on every request of the route (the route is only known once a
+// request arrives): one that refuses closes the connection without an answer. Expressions are
+// compiled when the document is parsed, never per request; one that fails to evaluate answers
+// 503 ERR_NGROK_3210 rather than being taken as true or false.
+type TrafficPolicy struct {
+	conn              *ConnPolicy
+	request, response []policyRule
+}
+
+// policyRule is a rule with its actions made ready: each request action returns the request to
+// carry on with, or nil when it answered; vars gives the request's variables (for CEL
+// interpolation), computed once they are needed.
+type policyRule struct {
+	rule     *trafficpolicy.Rule
+	request  []requestFunc
+	response []responseFunc
+}
+
+type requestFunc func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request
+
+// NewTrafficPolicy makes the stage of a parsed document; an error names the first part of it
+// edgeplane does not apply.
+func NewTrafficPolicy(p *trafficpolicy.Policy) (*TrafficPolicy, error) {
+	tp := &TrafficPolicy{}
+	if len(p.OnTCPConnect) > 0 {
+		cp, err := newConnPolicy(p.OnTCPConnect)
+		if err != nil {
+			return nil, err
+		}
+		tp.conn = cp
+	}
+	for _, r := range p.OnHTTPRequest {
+		pr := policyRule{rule: r}
+		for _, a := range r.Actions {
+			f, err := requestAction(a)
+			if err != nil {
+				return nil, err
+			}
+			pr.request = append(pr.request, f)
+		}
+		tp.request = append(tp.request, pr)
+	}
+	for _, r := range p.OnHTTPResponse {
+		pr := policyRule{rule: r}
+		for _, a := range r.Actions {
+			f, err := responseAction(a)
+			if err != nil {
+				return nil, err
+			}
+			pr.response = append(pr.response, f)
+		}
+		tp.response = append(tp.response, pr)
+	}
+	return tp, nil
+}
+
+// Name is the module's name.
+func (tp *TrafficPolicy) Name() string { return "traffic_policy" }
+
+// Wrap runs the request phase, then next behind a writer that runs the response phase.
+func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp.conn != nil {
+			server := ""
+			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+				server = a.String()
+			}
+			if !tp.conn.allow(r.RemoteAddr, server) {
+				panic(http.ErrAbortHandler) // the server closes the connection (HTTP/2: resets the stream)
+			}
+		}
+		var vars map[string]any
+		getVars := func() map[string]any {
+			if vars == nil {
+				vars = tp.vars(r)
+			}
+			return vars
+		}
+		if len(tp.response) > 0 {
+			w = &policyWriter{ResponseWriter: w, tp: tp, vars: tp.vars(r)}
+		}
+		for _, pr := range tp.request {
+			if pr.rule.Expressions != nil {
+				ok, err := pr.rule.Match(getVars())
+				if err != nil {
+					policyFailed(w, err)
+					return
+				}
+				if !ok {
+					continue
+				}
+			}
+			for _, act := range pr.request {
+				if r = act(w, r, getVars); r == nil {
+					return
+				}
+			}
+			vars = nil // actions may have changed the request: evaluate later rules on the new one
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// vars are the variables of a request, for the expressions.
+func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return trafficpolicy.RequestVars(trafficpolicy.ConnVars(r.RemoteAddr, ""), r, scheme)
+}
+
+// policyFailed answers a request whose policy could not be evaluated.
+func policyFailed(w http.ResponseWriter, err error) {
+	ErrorPage(w, http.StatusServiceUnavailable, 3210, "The traffic_policy of this endpoint could not be evaluated: "+err.Error())
+}
+
+// noInterpolation refuses CEL interpolation where edgeplane does not evaluate it yet (the
+// regular expressions of redirect and url-rewrite).
+func noInterpolation(a *trafficpolicy.Action, field, value string) error {
+	if trafficpolicy.Interpolates(value) {
+		return fmt.Errorf("%s.config.%s: CEL interpolation (${…}) in a regular expression is not applied yet", a.Path, field)
+	}
+	return nil
+}
+
+// notApplied is the error of an action edgeplane does not apply in a phase.
+func notApplied(a *trafficpolicy.Action, phase string) error {
+	return fmt.Errorf("%s: the %s action is not applied in %s yet", a.Path, a.Type, phase)
+}
+
+// requestAction makes an action of on_http_request ready to run.
+func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
+	if !trafficpolicy.Implemented(a.Type) {
+		return nil, notApplied(a, trafficpolicy.OnHTTPRequest)
+	}
+	cfg, err := a.Decode()
+	if err != nil {
+		return nil, err
+	}
+	switch c := cfg.(type) {
+	case *trafficpolicy.DenyConfig:
+		status := orDefault(c.StatusCode, http.StatusForbidden)
+		return func(w http.ResponseWriter, _ *http.Request, _ func() map[string]any) *http.Request {
+			w.WriteHeader(status)
+			return nil
+		}, nil
+	case *trafficpolicy.CustomResponseConfig:
+		body, headers, status, err := compileCustomResponse(a, c)
+		if err != nil {
+			return nil, err
+		}
+		return func(w http.ResponseWriter, _ *http.Request, vars func() map[string]any) *http.Request {
+			b, err := body.Render(vars())
+			if err == nil {
+				err = headers.render(vars(), w.Header().Set)
+			}
+			if err != nil {
+				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				return nil
+			}
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, b)
+			return nil
+		}, nil
+	case *trafficpolicy.AddHeadersConfig:
+		headers, err := compileHeaders(a, c.Headers)
+		if err != nil {
+			return nil, err
+		}
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
+			r = withOwnHeader(r)
+			err := headers.render(vars(), func(k, v string) {
+				if strings.EqualFold(k, "Host") {
+					r.Host = v
+					return
+				}
+				r.Header.Add(k, v)
+			})
+			if err != nil {
+				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				return nil
+			}
+			return r
+		}, nil
+	case *trafficpolicy.RemoveHeadersConfig:
+		return func(_ http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
+			r = withOwnHeader(r)
+			removeHeaders(r.Header, c.Headers)
+			return r
+		}, nil
+	case *trafficpolicy.RedirectConfig:
+		if err := noInterpolation(a, "from", c.From); err != nil {
+			return nil, err
+		}
+		to, err := trafficpolicy.CompileTemplate(a.Phase, c.To)
+		if err != nil {
+			return nil, fmt.Errorf("%s.config.to: %v", a.Path, err)
+		}
+		headers, err := compileHeaders(a, c.Headers)
+		if err != nil {
+			return nil, err
+		}
+		from := compileOptional(c.From)
+		status := orDefault(c.StatusCode, http.StatusFound)
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
+			target, err := to.Render(vars())
+			if err == nil {
+				err = headers.render(vars(), w.Header().Set)
+			}
+			if err != nil {
+				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				return nil
+			}
+			loc, ok := rewrite(from, fullURL(r), target)
+			if !ok {
+				return r
+			}
+			w.Header().Set("Location", loc)
+			w.WriteHeader(status)
+			return nil
+		}, nil
+	case *trafficpolicy.URLRewriteConfig:
+		if err := noInterpolation(a, "from", c.From); err != nil {
+			return nil, err
+		}
+		toTemplate, err := trafficpolicy.CompileTemplate(a.Phase, c.To)
+		if err != nil {
+			return nil, fmt.Errorf("%s.config.to: %v", a.Path, err)
+		}
+		from := compileOptional(c.From)
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
+			target, err := toTemplate.Render(vars())
+			if err != nil {
+				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				return nil
+			}
+			to, ok := rewrite(from, fullURL(r), target)
+			if !ok {
+				return r
+			}
+			u, err := url.Parse(to)
+			if err != nil || (u.Path != "" && !strings.HasPrefix(u.Path, "/")) {
+				policyFailed(w, fmt.Errorf("%s: the rewritten URL %q is not a URL with an absolute path", a.Path, to))
+				return nil
+			}
+			r2 := r.Clone(r.Context())
+			r2.URL.Path, r2.URL.RawPath, r2.URL.RawQuery = u.Path, u.RawPath, u.RawQuery
+			if r2.URL.Path == "" {
+				r2.URL.Path = "/"
+			}
+			r2.RequestURI = r2.URL.RequestURI()
+			return r2
+		}, nil
+	case *trafficpolicy.RestrictIPsConfig:
+		if len(c.IPPolicies) > 0 {
+			return nil, fmt.Errorf("%s: ip_policies in the restrict-ips action are not applied yet", a.Path)
+		}
+		f, err := NewIPFilter(c.Allow, c.Deny)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", a.Path, err)
+		}
+		if c.Enforce != nil && !*c.Enforce {
+			return func(_ http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request { return r }, nil
+		}
+		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
+			if !f.AllowConn(ClientAddr(r)) {
+				ErrorPage(w, http.StatusForbidden, 3205, "Access to this endpoint is denied by its traffic policy's IP restriction.")
+				return nil
+			}
+			return r
+		}, nil
+	}
+	return nil, notApplied(a, trafficpolicy.OnHTTPRequest)
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// headerTemplates are the headers of an action, their values with CEL interpolation compiled,
+// in name order.
+type headerTemplates []struct {
+	name  string
+	value *trafficpolicy.Template
+}
+
+// compileCustomResponse compiles a custom-response's body and headers (both may interpolate)
+// and settles its status, for either HTTP phase.
+func compileCustomResponse(a *trafficpolicy.Action, c *trafficpolicy.CustomResponseConfig) (*trafficpolicy.Template, headerTemplates, int, error) {
+	body, err := trafficpolicy.CompileTemplate(a.Phase, c.Body+c.Content)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%s.config: %v", a.Path, err)
+	}
+	headers, err := compileHeaders(a, c.Headers)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return body, headers, orDefault(c.StatusCode, http.StatusOK), nil
+}
+
+func compileHeaders(a *trafficpolicy.Action, h map[string]string) (headerTemplates, error) {
+	var hs headerTemplates
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		t, err := trafficpolicy.CompileTemplate(a.Phase, h[name])
+		if err != nil {
+			return nil, fmt.Errorf("%s.config.headers: %v", a.Path, err)
+		}
+		hs = append(hs, struct {
+			name  string
+			value *trafficpolicy.Template
+		}{name, t})
+	}
+	return hs, nil
+}
+
+// render evaluates each value and passes the header to set.
+func (hs headerTemplates) render(vars map[string]any, set func(name, value string)) error {
+	for _, h := range hs {
+		v, err := h.value.Render(vars)
+		if err != nil {
+			return err
+		}
+		set(h.name, v)
+	}
+	return nil
+}
+
+// withOwnHeader gives a request a header map of its own before an action edits it: the
+// caller's request may share it.
+func withOwnHeader(r *http.Request) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.Header = r.Header.Clone()
+	if r2.Header == nil {
+		r2.Header = http.Header{}
+	}
+	return r2
+}
+
+// removeHeaders deletes names, in any case.
+func removeHeaders(h http.Header, names []string) {
+	for _, name := range names {
+		for k := range h {
+			if strings.EqualFold(k, name) {
+				delete(h, k)
+			}
+		}
+	}
+}
+
+// compileOptional compiles a pattern the configuration's check already compiled; empty is nil.
+func compileOptional(expr string) *regexp.Regexp {
+	if expr == "" {
+		return nil
+	}
+	return regexp.MustCompile(expr)
+}
+
+// rewrite replaces every match of from in s with to ($1 for a group); a nil from replaces the
+// whole of s. It reports false when from does not match.
+func rewrite(from *regexp.Regexp, s, to string) (string, bool) {
+	if from == nil {
+		return to, true
+	}
+	if !from.MatchString(s) {
+		return "", false
+	}
+	return from.ReplaceAllString(s, to), true
+}
+
+// fullURL is the request's URL as the client asked for it: scheme, host, path and query.
+func fullURL(r *http.Request) string {
+	u := *r.URL
+	u.Scheme, u.Host = "http", r.Host
+	if r.TLS != nil {
+		u.Scheme = "https"
+	}
+	return u.String()
+}

@@ -1,0 +1,139 @@
+package enforce
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+
+	"github.com/edgeplane/edgeplane/trafficpolicy"
+)
+
+// responseFunc is an action of on_http_response made ready: it edits the response's headers, or
+// answers in the upstream's place (deny, custom-response) and reports so.
+type responseFunc func(w *policyWriter, vars map[string]any) (answered bool, err error)
+
+// responseAction makes an action of on_http_response ready to run on the response's headers.
+func responseAction(a *trafficpolicy.Action) (responseFunc, error) {
+	switch a.Type {
+	case "add-headers", "remove-headers", "deny", "custom-response":
+	default:
+		return nil, notApplied(a, trafficpolicy.OnHTTPResponse)
+	}
+	cfg, err := a.Decode()
+	if err != nil {
+		return nil, err
+	}
+	switch c := cfg.(type) {
+	case *trafficpolicy.AddHeadersConfig:
+		headers, err := compileHeaders(a, c.Headers)
+		if err != nil {
+			return nil, err
+		}
+		return func(w *policyWriter, vars map[string]any) (bool, error) {
+			return false, headers.render(vars, w.Header().Add)
+		}, nil
+	case *trafficpolicy.RemoveHeadersConfig:
+		return func(w *policyWriter, _ map[string]any) (bool, error) {
+			removeHeaders(w.Header(), c.Headers)
+			return false, nil
+		}, nil
+	case *trafficpolicy.DenyConfig:
+		status := orDefault(c.StatusCode, http.StatusForbidden)
+		return func(w *policyWriter, _ map[string]any) (bool, error) {
+			clear(w.Header())
+			w.ResponseWriter.WriteHeader(status)
+			return true, nil
+		}, nil
+	case *trafficpolicy.CustomResponseConfig:
+		body, headers, status, err := compileCustomResponse(a, c)
+		if err != nil {
+			return nil, err
+		}
+		return func(w *policyWriter, vars map[string]any) (bool, error) {
+			b, err := body.Render(vars)
+			if err != nil {
+				return false, err
+			}
+			h := http.Header{}
+			if err := headers.render(vars, h.Set); err != nil {
+				return false, err
+			}
+			clear(w.Header())
+			maps.Copy(w.Header(), h)
+			w.ResponseWriter.WriteHeader(status)
+			_, _ = io.WriteString(w.ResponseWriter, b)
+			return true, nil
+		}, nil
+	}
+	return nil, notApplied(a, trafficpolicy.OnHTTPResponse)
+}
+
+// policyWriter runs the response phase when the final status is written.
+type policyWriter struct {
+	http.ResponseWriter
+	tp      *TrafficPolicy
+	vars    map[string]any
+	done    bool
+	discard bool
+}
+
+// WriteHeader runs the response phase on the final status (once), then writes it; an
+// expression that fails to evaluate replaces the answer with a 503 and drops the upstream's body.
+func (w *policyWriter) WriteHeader(code int) {
+	if w.done || code < 200 {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.done = true
+	vars := trafficpolicy.ResponseVars(w.vars, code, w.Header())
+	for _, pr := range w.tp.response {
+		ok, err := pr.rule.Match(vars)
+		if err != nil {
+			w.discard = true // the upstream's body is not the answer any more
+			policyFailed(w.ResponseWriter, err)
+			return
+		}
+		if !ok {
+			continue
+		}
+		for _, act := range pr.response {
+			answered, err := act(w, vars)
+			if err != nil {
+				w.discard = true
+				policyFailed(w.ResponseWriter, fmt.Errorf("%s: %v", pr.rule.Path, err))
+				return
+			}
+			if answered { // deny or custom-response: the upstream's answer is replaced
+				w.discard = true
+				return
+			}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write writes the body, after the status (200 if none was written).
+func (w *policyWriter) Write(b []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// FlushError sends what was written so far, for streaming responses.
+func (w *policyWriter) FlushError() error {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush is FlushError for callers that use http.Flusher.
+func (w *policyWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *policyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,324 @@
+package plan
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// Snapshot is one account's configuration as the store holds it, read in one go.
+type Snapshot struct {
+	Account    string
+	HTTPSEdges []*ep.HTTPSEdge // with their routes embedded
+	TLSEdges   []*ep.TLSEdge
+	TCPEdges   []*ep.TCPEdge
+	Backends   map[string]ep.Document // every backend of the account, by id
+	Rules      []*ep.IPPolicyRule
+	CAs        map[string]*ep.CertificateAuthority
+	// Domains are the account's reserved domains; Certificates the TLS certificates attached to
+	// them, with their private keys, by certificate id.
+	Domains      []*ep.ReservedDomain
+	Certificates map[string]CertKey
+	// Env is what stages may use beyond the configuration (an HTTP client for fetching keys);
+	// nil in tests that need none.
+	Env *Env
+}
+
+// CertKey is an uploaded certificate chain and its private key, in PEM.
+type CertKey struct{ CertPEM, KeyPEM string }
+
+// Env is the data plane's environment as stages see it.
+type Env struct {
+	// Outbound is the client for the requests modules make themselves (JWKS, webhook
+	// providers' signing keys): it trusts the system roots plus --outbound-ca, with timeouts.
+	Outbound *http.Client
+}
+
+// BackendKind says what a backend does with a connection.
+type BackendKind int
+
+// The kinds of backends.
+const (
+	TunnelGroup BackendKind = iota + 1
+	Static
+	HTTPResponse
+	Failover
+	Weighted
+)
+
+// Backend is a resolved backend: a tunnel group (Labels), a static address, a fixed HTTP
+// response, or a failover or weighted choice among Children.
+type Backend struct {
+	ID      string
+	Kind    BackendKind
+	Labels  map[string]string
+	Address string
+	TLS     bool
+	Status  int
+	Headers map[string]string
+	Body    string
+	// Children are the backends of a failover (in order) or weighted (with Weights) backend.
+	Children []*Backend
+	Weights  []int64
+	// Missing is set for a reference to a backend that no longer exists (or a loop): such a
+	// backend takes no connection.
+	Missing bool
+}
+
+// enforcedHere names the modules Build applies itself (to the plan's structure: the backend,
+// connection filters, the TLS policy). Route modules acting on requests register a stage in
+// stages.go instead; Enforced is the union.
+var enforcedHere = map[string]bool{
+	"backend":         true,
+	"ip_restriction":  true,
+	"mutual_tls":      true,
+	"tls_termination": true,
+}
+
+// Enforced reports whether the data plane applies a module to traffic. Every other module the
+// API accepts is refused on traffic: an edge or route with it enabled answers 503 naming it, so
+// no module is ever carried as if it were not there.
+func Enforced(name string) bool {
+	_, staged := routeStages[name]
+	return enforcedHere[name] || staged
+}
+
+// EnforcedOn is Enforced for a module of one collection: route stages act on routes only; the
+// traffic_policy of TLS and TCP edges is applied by the edge's connection policy instead.
+func EnforcedOn(res *ep.Resource, name string) bool {
+	if (res == ep.TLSEdges || res == ep.TCPEdges) && name == "traffic_policy" {
+		return true // its on_tcp_connect phase: connPolicy
+	}
+	if res != ep.HTTPSEdgeRoutes {
+		return enforcedHere[name]
+	}
+	return Enforced(name)
+}
+
+// enabledModule reports whether a configured module acts: a module with "enabled": false does
+// not, and is not refused either.
+func enabledModule(v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return false
+		}
+		rv = rv.Elem()
+	}
+	if f := rv.FieldByName("Enabled"); f.IsValid() && f.Kind() == reflect.Bool {
+		return f.Bool()
+	}
+	if f := rv.FieldByName("Enabled"); f.IsValid() && f.Kind() == reflect.Pointer && !f.IsNil() {
+		return f.Elem().Bool()
+	}
+	return true
+}
+
+// unenforced returns the first enabled module of doc the data plane does not apply, walking the
+// module table of the document's collection.
+func unenforced(res *ep.Resource, doc ep.Document) string {
+	for _, m := range ep.ModulesOf(res) {
+		if v := m.Get(doc); v != nil && enabledModule(v) && !EnforcedOn(res, m.Name) {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// Build makes one account's part of the plan from its snapshot. final is the handler behind
+// every route's stages (the data plane's: choose the backend and carry the request); it finds
+// the route in the request's context.
+func Build(s *Snapshot, final http.Handler) *Account {
+	a := &Account{ID: s.Account}
+	rules := map[string][]*ep.IPPolicyRule{}
+	for _, r := range s.Rules {
+		if r.IPPolicy != nil {
+			rules[r.IPPolicy.ID] = append(rules[r.IPPolicy.ID], r)
+		}
+	}
+	b := &builder{s: s, rules: rules, final: final}
+	for _, e := range s.HTTPSEdges {
+		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS)}
+		for _, r := range e.Routes {
+			pe.Routes = append(pe.Routes, b.route(r))
+		}
+		sortRoutes(pe.Routes)
+		a.HTTPS = append(a.HTTPS, pe)
+	}
+	for _, e := range s.TLSEdges {
+		pe := &TLSEdge{Edge: b.edge(e.ID, e.Hostports, ep.TLSEdges, e), Backend: b.backendOf(e.Backend)}
+		pe.Chain = b.ipChain(e.IPRestriction)
+		connPolicy(&pe.Edge, e.TrafficPolicy)
+		if t := e.TLSTermination; t != nil && t.Enabled && t.TerminateAt == "edge" {
+			pe.Terminate = true
+		}
+		pe.TLS = b.tlsPolicy(e.TLSTermination, e.MutualTLS)
+		a.TLS = append(a.TLS, pe)
+	}
+	for _, e := range s.TCPEdges {
+		pe := &TCPEdge{Edge: b.edge(e.ID, e.Hostports, ep.TCPEdges, e), Backend: b.backendOf(e.Backend)}
+		pe.Chain = b.ipChain(e.IPRestriction)
+		connPolicy(&pe.Edge, e.TrafficPolicy)
+		a.TCP = append(a.TCP, pe)
+	}
+	a.Certs = map[string]*tls.Certificate{}
+	for _, d := range s.Domains {
+		name := strings.ToLower(d.Domain)
+		a.Domains = append(a.Domains, name)
+		if d.Certificate == nil {
+			continue
+		}
+		ck, ok := s.Certificates[d.Certificate.ID]
+		if !ok {
+			continue
+		}
+		// A pair that does not load (the API checked it) leaves the name to edgeplane's CA.
+		if pair, err := tls.X509KeyPair([]byte(ck.CertPEM), []byte(ck.KeyPEM)); err == nil {
+			a.Certs[name] = &pair
+		}
+	}
+	return a
+}
+
+type builder struct {
+	s     *Snapshot
+	rules map[string][]*ep.IPPolicyRule
+	final http.Handler
+}
+
+// edge fills what every edge has. HTTPS and TLS edges are found by host (the hostport's port is
+// the public port, served by the TLS listener whatever it is); TCP edges by their full address.
+func (b *builder) edge(id string, hostports []string, res *ep.Resource, doc ep.Document) Edge {
+	e := Edge{ID: id, Account: b.s.Account, Unenforced: unenforced(res, doc)}
+	for _, hp := range hostports {
+		hp = strings.ToLower(hp)
+		if res != ep.TCPEdges {
+			hp, _, _ = strings.Cut(hp, ":")
+		}
+		if !slices.Contains(e.Hosts, hp) {
+			e.Hosts = append(e.Hosts, hp)
+		}
+	}
+	return e
+}
+
+func (b *builder) route(r *ep.HTTPSEdgeRoute) *Route {
+	rt := &Route{ID: r.ID, Exact: r.MatchType == ep.MatchExactPath, Match: r.Match,
+		Unenforced: unenforced(ep.HTTPSEdgeRoutes, r), Chain: b.ipChain(r.IPRestriction), Backend: b.backendOf(r.Backend)}
+	if rt.Unenforced == "" {
+		if err := b.routeStages(r, rt); err != nil {
+			rt.Unenforced = err.Error()
+		}
+	}
+	if b.final != nil {
+		rt.Handler = rt.Chain.Handler(b.final)
+	}
+	return rt
+}
+
+// sortRoutes orders routes for Route: exact paths first, then prefixes from the longest.
+func sortRoutes(rs []*Route) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		if rs[i].Exact != rs[j].Exact {
+			return rs[i].Exact
+		}
+		return len(rs[i].Match) > len(rs[j].Match)
+	})
+}
+
+// ipChain builds the ip_restriction stage: the union of the rules of the module's policies (a
+// deleted policy has no rules).
+func (b *builder) ipChain(m *ep.EndpointIPPolicy) *enforce.Chain {
+	if m == nil || !m.Enabled {
+		return nil
+	}
+	var allow, deny []string
+	for _, ref := range m.IPPolicies {
+		for _, r := range b.rules[ref.ID] {
+			if r.Action == "deny" {
+				deny = append(deny, r.CIDR)
+			} else {
+				allow = append(allow, r.CIDR)
+			}
+		}
+	}
+	f, err := enforce.NewIPFilter(allow, deny)
+	if err != nil { // the API validated every CIDR; refuse everyone rather than guess
+		f, _ = enforce.NewIPFilter(nil, []string{"0.0.0.0/0", "::/0"})
+	}
+	return &enforce.Chain{Conn: []enforce.ConnStage{f}}
+}
+
+var tlsVersions = map[string]uint16{"1.0": tls.VersionTLS10, "1.1": tls.VersionTLS11, "1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
+
+// tlsPolicy resolves tls_termination's minimum version and mutual_tls's CAs (a deleted CA
+// counts as no certificates).
+func (b *builder) tlsPolicy(t *ep.EndpointTLSTermination, m *ep.EndpointMutualTLS) TLSPolicy {
+	p := TLSPolicy{MinVersion: tls.VersionTLS12}
+	if t != nil && t.Enabled && t.MinVersion != nil {
+		p.MinVersion = tlsVersions[*t.MinVersion]
+	}
+	if m != nil && m.Enabled {
+		p.MutualTLS = true
+		p.ClientCAs = x509.NewCertPool()
+		for _, ref := range m.CertificateAuthorities {
+			if ca := b.s.CAs[ref.ID]; ca != nil {
+				p.ClientCAs.AppendCertsFromPEM([]byte(ca.CAPEM))
+			}
+		}
+	}
+	return p
+}
+
+// backendOf resolves the backend module (nil when absent or disabled).
+func (b *builder) backendOf(m *ep.EndpointBackend) *Backend {
+	if m == nil || !m.Enabled || m.Backend == nil {
+		return nil
+	}
+	return b.resolve(m.Backend.ID, 0)
+}
+
+// maxDepth bounds nested failover and weighted backends (the API refuses cycles; this keeps a
+// plan finite whatever is stored).
+const maxDepth = 16
+
+func (b *builder) resolve(id string, depth int) *Backend {
+	d := b.s.Backends[id]
+	if d == nil || depth > maxDepth {
+		return &Backend{ID: id, Missing: true}
+	}
+	switch v := d.(type) {
+	case *ep.TunnelGroupBackend:
+		return &Backend{ID: id, Kind: TunnelGroup, Labels: v.Labels}
+	case *ep.StaticBackend:
+		return &Backend{ID: id, Kind: Static, Address: v.Address, TLS: v.TLS.Enabled}
+	case *ep.HTTPResponseBackend:
+		return &Backend{ID: id, Kind: HTTPResponse, Status: int(v.StatusCode), Headers: v.Headers, Body: v.Body}
+	case *ep.FailoverBackend:
+		out := &Backend{ID: id, Kind: Failover}
+		for _, c := range v.Backends {
+			out.Children = append(out.Children, b.resolve(c, depth+1))
+		}
+		return out
+	case *ep.WeightedBackend:
+		out := &Backend{ID: id, Kind: Weighted}
+		ids := make([]string, 0, len(v.Backends))
+		for c := range v.Backends {
+			ids = append(ids, c)
+		}
+		sort.Strings(ids)
+		for _, c := range ids {
+			out.Children = append(out.Children, b.resolve(c, depth+1))
+			out.Weights = append(out.Weights, v.Backends[c])
+		}
+		return out
+	}
+	return &Backend{ID: id, Missing: true}
+}

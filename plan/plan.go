@@ -1,0 +1,250 @@
+// Package plan turns the stored configuration of accounts (edges, routes, backends, IP policies,
+// certificate authorities) into a routing plan the public listeners read on every connection:
+// hosts and addresses indexed, route matchers ordered, references resolved (IP rules as
+// netip.Prefix, CA pools, backend trees). It is pure: no I/O, no clock. A plan is built whole
+// and never mutated; the data plane swaps in a new one when configuration changes.
+package plan
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"strings"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// Plan is the routing plan of every account, by public host (HTTPS and TLS edges) and address
+// (TCP edges). Hostports are unique across accounts (the API claims them), so one index serves all.
+type Plan struct {
+	https map[string]*HTTPSEdge
+	tls   map[string]*TLSEdge
+	tcp   map[string]*TCPEdge
+	// domains are every account's reserved names; certs the certificates uploaded for them.
+	domains map[string]bool
+	certs   map[string]*tls.Certificate
+	// Accounts holds each account's part, so one account's change rebuilds only that part.
+	Accounts map[string]*Account
+}
+
+// Account is one account's part of the plan.
+type Account struct {
+	ID    string
+	HTTPS []*HTTPSEdge
+	TLS   []*TLSEdge
+	TCP   []*TCPEdge
+	// Domains are the account's reserved domain names (lowercase, "*.x" for wildcards); Certs
+	// the certificates uploaded for them, by name.
+	Domains []string
+	Certs   map[string]*tls.Certificate
+}
+
+// Edge is what every kind of edge has: its id and account, the module it cannot enforce (a
+// non-empty Unenforced fails traffic closed with a 503 naming it), and its connection stages.
+type Edge struct {
+	ID, Account string
+	Hosts       []string // lowercase hostnames ("*.example.com" for a wildcard), or TCP addresses
+	Unenforced  string
+	Chain       *enforce.Chain
+	// Policy is the on_tcp_connect phase of a TLS or TCP edge's traffic_policy (nil: none).
+	Policy *enforce.ConnPolicy
+}
+
+// HTTPSEdge is an HTTPS edge: TLS terminated with the host's certificate, then routes.
+type HTTPSEdge struct {
+	Edge
+	TLS    TLSPolicy
+	Routes []*Route // most specific first: exact paths, then prefixes longest first
+}
+
+// TLSPolicy is what an edge asks of a client's TLS: a minimum version and, for mutual TLS, the
+// pool of CAs a client certificate must chain to (nil: no client certificate asked for).
+type TLSPolicy struct {
+	MinVersion uint16
+	ClientCAs  *x509.CertPool
+	// MutualTLS is set when the mutual_tls module is on; ClientCAs may then be empty (its CAs
+	// were deleted), and every client certificate is refused.
+	MutualTLS bool
+}
+
+// Route is one route of an HTTPS edge.
+type Route struct {
+	ID         string
+	Exact      bool
+	Match      string
+	Unenforced string
+	Chain      *enforce.Chain
+	Backend    *Backend // nil: the route has no (enabled) backend
+	// Handler runs the route's stages in front of the final handler given to Build.
+	Handler http.Handler
+}
+
+// TLSEdge is a TLS edge: terminated at the edge (Terminate) or passed through.
+type TLSEdge struct {
+	Edge
+	Terminate bool
+	TLS       TLSPolicy
+	Backend   *Backend
+}
+
+// TCPEdge is a TCP edge on the port of each of its reserved addresses.
+type TCPEdge struct {
+	Edge
+	Backend *Backend
+}
+
+// HTTPS returns the HTTPS edge serving host: its exact hostport, else the wildcard one level up.
+func (p *Plan) HTTPS(host string) *HTTPSEdge {
+	if p == nil {
+		return nil
+	}
+	return lookup(p.https, host)
+}
+
+// TLS returns the TLS edge serving host.
+func (p *Plan) TLS(host string) *TLSEdge {
+	if p == nil {
+		return nil
+	}
+	return lookup(p.tls, host)
+}
+
+// TCP returns the TCP edge of a reserved address (host:port).
+func (p *Plan) TCP(addr string) *TCPEdge {
+	if p == nil {
+		return nil
+	}
+	return p.tcp[strings.ToLower(addr)]
+}
+
+// TCPAddrs lists the addresses TCP edges serve.
+func (p *Plan) TCPAddrs() []string {
+	if p == nil {
+		return nil
+	}
+	out := make([]string, 0, len(p.tcp))
+	for a := range p.tcp {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Serves reports whether an edge serves host (for issuing its certificate).
+func (p *Plan) Serves(host string) bool { return p.HTTPS(host) != nil || p.TLS(host) != nil }
+
+// Reserved reports whether a reserved domain covers host (the name itself or the wildcard one
+// level up, as ep.DomainClaimsFor says).
+func (p *Plan) Reserved(host string) bool {
+	if p == nil {
+		return false
+	}
+	for _, name := range ep.DomainClaimsFor(strings.ToLower(host)) {
+		if p.domains[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// Certificate returns the certificate uploaded for the reserved domain covering host (the
+// name's own reservation first, then the wildcard's), or nil.
+func (p *Plan) Certificate(host string) *tls.Certificate {
+	if p == nil {
+		return nil
+	}
+	for _, name := range ep.DomainClaimsFor(strings.ToLower(host)) {
+		if p.domains[name] {
+			return p.certs[name] // the covering reservation decides, with or without a certificate
+		}
+	}
+	return nil
+}
+
+// lookup finds the edge of host: its exact hostport, else the nearest wildcard above it
+// (*.b.example.com, then *.example.com, …), so a wildcard hostport serves every subdomain.
+func lookup[E any](m map[string]*E, host string) *E {
+	host = strings.ToLower(host)
+	if e := m[host]; e != nil {
+		return e
+	}
+	for rest := host; ; {
+		_, parent, ok := strings.Cut(rest, ".")
+		if !ok || !strings.Contains(parent, ".") {
+			return nil
+		}
+		if e := m["*."+parent]; e != nil {
+			return e
+		}
+		rest = parent
+	}
+}
+
+// Route returns the route for a request path: an exact match first, then the longest prefix;
+// nil when none matches.
+func (e *HTTPSEdge) Route(path string) *Route {
+	for _, r := range e.Routes {
+		if r.Exact && r.Match == path {
+			return r
+		}
+	}
+	for _, r := range e.Routes {
+		if !r.Exact && strings.HasPrefix(path, r.Match) {
+			return r
+		}
+	}
+	return nil
+}
+
+// Config returns the TLS configuration of a connection to this edge, from the listener's base.
+func (t TLSPolicy) Config(base *tls.Config) *tls.Config {
+	c := base.Clone()
+	if t.MinVersion != 0 {
+		c.MinVersion = t.MinVersion
+	}
+	if t.MutualTLS {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+		c.ClientCAs = t.ClientCAs
+		if c.ClientCAs == nil {
+			c.ClientCAs = x509.NewCertPool() // its CAs were deleted: no certificate verifies
+		}
+	}
+	return c
+}
+
+// Merge builds the plan of all accounts from their parts. A host or address claimed twice (which
+// the API's claims prevent) goes to the first account in the map's order that has it.
+func Merge(accounts map[string]*Account) *Plan {
+	p := &Plan{https: map[string]*HTTPSEdge{}, tls: map[string]*TLSEdge{}, tcp: map[string]*TCPEdge{}, Accounts: accounts,
+		domains: map[string]bool{}, certs: map[string]*tls.Certificate{}}
+	for _, a := range accounts {
+		for _, d := range a.Domains {
+			p.domains[d] = true
+		}
+		for name, c := range a.Certs {
+			p.certs[name] = c
+		}
+		for _, e := range a.HTTPS {
+			for _, h := range e.Hosts {
+				if p.https[h] == nil {
+					p.https[h] = e
+				}
+			}
+		}
+		for _, e := range a.TLS {
+			for _, h := range e.Hosts {
+				if p.tls[h] == nil {
+					p.tls[h] = e
+				}
+			}
+		}
+		for _, e := range a.TCP {
+			for _, h := range e.Hosts {
+				if p.tcp[h] == nil {
+					p.tcp[h] = e
+				}
+			}
+		}
+	}
+	return p
+}

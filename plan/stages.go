@@ -1,0 +1,49 @@
+package plan
+
+import (
+	"fmt"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// StageBuilder builds the stage of one route module from its configuration (the module's
+// response shape, e.g. *ep.EndpointHeaders) and the account's snapshot. An error fails the
+// route closed, naming the module.
+type StageBuilder func(cfg any, s *Snapshot) (enforce.Stage, error)
+
+// routeStages is the table of route modules that act on requests: one entry per module, each
+// in a file of its own (stage_<module>.go) next to its enforce/ stage. Stages run in the order
+// of the module table.
+var routeStages = map[string]StageBuilder{}
+
+// registerRouteStage adds a module's stage builder; called from the init of its file.
+func registerRouteStage(name string, f StageBuilder) {
+	if _, dup := routeStages[name]; dup {
+		panic("plan: route stage " + name + " registered twice")
+	}
+	routeStages[name] = f
+}
+
+// routeStages builds the stages of a route's enabled modules, in the module table's order.
+func (b *builder) routeStages(r *ep.HTTPSEdgeRoute, rt *Route) error {
+	for _, m := range ep.ModulesOf(ep.HTTPSEdgeRoutes) {
+		build, ok := routeStages[m.Name]
+		if !ok {
+			continue
+		}
+		v := m.Get(r)
+		if v == nil || !enabledModule(v) {
+			continue
+		}
+		st, err := build(v, b.s)
+		if err != nil {
+			return fmt.Errorf("%s (%v)", m.Name, err)
+		}
+		if rt.Chain == nil {
+			rt.Chain = &enforce.Chain{}
+		}
+		rt.Chain.HTTP = append(rt.Chain.HTTP, st)
+	}
+	return nil
+}
