@@ -1,0 +1,71 @@
+package ingress
+
+import (
+	"crypto/tls"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/edgeplane/edgeplane/pki"
+)
+
+// Certs issues and caches the certificates edgeplane's CA signs for public hostnames that have
+// no certificate of their own. Issued certificates are kept per name, at most maxCerts of them
+// (the oldest half is dropped when full), and re-issued before they expire.
+type Certs struct {
+	ca *pki.CA
+	// Allowed says whether a name is one edgeplane serves (an online endpoint or a reserved
+	// domain); nil allows every name. It keeps a stranger from making the CA sign names at will.
+	Allowed func(host string) bool
+	// Uploaded returns the certificate uploaded for the reserved domain covering host, or nil;
+	// it wins over the CA's.
+	Uploaded func(host string) *tls.Certificate
+
+	mu    sync.Mutex
+	certs map[string]*tls.Certificate
+	order []string
+}
+
+const maxCerts = 10000
+
+// NewCerts returns a certificate cache signing with ca.
+func NewCerts(ca *pki.CA) *Certs {
+	return &Certs{ca: ca, certs: map[string]*tls.Certificate{}}
+}
+
+// ErrUnknownName is the handshake error for a name edgeplane does not serve.
+var ErrUnknownName = errors.New("ingress: no endpoint serves this name")
+
+// Certificate returns the certificate for host: the one uploaded (or issued by ACME) for its
+// reserved domain while it is valid, else one from edgeplane's CA, issued on first use. An
+// expired one is not served: a client refuses it anyway, and the CA's at least names the host.
+func (c *Certs) Certificate(host string) (*tls.Certificate, error) {
+	if host == "" || (c.Allowed != nil && !c.Allowed(host)) {
+		return nil, ErrUnknownName
+	}
+	if c.Uploaded != nil {
+		if cert := c.Uploaded(host); cert != nil && (cert.Leaf == nil || time.Now().Before(cert.Leaf.NotAfter)) {
+			return cert, nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cert := c.certs[host]; cert != nil && time.Until(cert.Leaf.NotAfter) > 24*time.Hour {
+		return cert, nil
+	}
+	cert, err := c.ca.Issue(host)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.order) >= maxCerts {
+		for _, h := range c.order[:maxCerts/2] {
+			delete(c.certs, h)
+		}
+		c.order = append([]string(nil), c.order[maxCerts/2:]...)
+	}
+	if _, ok := c.certs[host]; !ok {
+		c.order = append(c.order, host)
+	}
+	c.certs[host] = cert
+	return cert, nil
+}

@@ -1,0 +1,205 @@
+package ingress
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/plan"
+)
+
+// Edges: public traffic for an edge's hostport is routed by the plan, filtered by the edge's and
+// route's modules, and carried to the backend the configuration names.
+
+// unenforcedPage answers traffic of an edge or route with a module the data plane does not
+// apply yet: it fails closed, naming the module.
+func unenforcedPage(w http.ResponseWriter, what, id, module string) {
+	enforce.ErrorPage(w, http.StatusServiceUnavailable, 3210,
+		"The "+what+" "+id+" has the "+module+" module enabled, which this edgeplane server does not apply to traffic yet; it refuses the traffic rather than serve it without the module.")
+}
+
+// serveEdge routes a request of an HTTPS edge: route by path, then the route's handler (its
+// stages in front of routeFinal).
+func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSEdge) {
+	if e.Unenforced != "" {
+		unenforcedPage(w, "edge", e.ID, e.Unenforced)
+		return
+	}
+	route := e.Route(r.URL.Path)
+	if route == nil {
+		enforce.ErrorPage(w, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")
+		return
+	}
+	if route.Unenforced != "" {
+		unenforcedPage(w, "route", route.ID, route.Unenforced)
+		return
+	}
+	h := route.Handler
+	if h == nil {
+		h = route.Chain.Handler(p.routeFinal())
+	}
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, edgeRoute{e, route})))
+}
+
+// routeKey carries the edge and route of a request to the final handler, behind the stages.
+type routeKey struct{}
+
+type edgeRoute struct {
+	edge  *plan.HTTPSEdge
+	route *plan.Route
+}
+
+// routeFinal is the handler behind every route's stages: choose the route's backend and carry
+// the request there (or answer for it).
+func (p *proxy) routeFinal() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		er, ok := r.Context().Value(routeKey{}).(edgeRoute)
+		if !ok {
+			enforce.ErrorPage(w, http.StatusInternalServerError, 10000, "The request lost its route.")
+			return
+		}
+		t, ok := p.s.choose(er.route.Backend, conn{account: er.edge.Account, clientAddr: r.RemoteAddr, proto: "https", edgeType: "3"})
+		switch {
+		case !ok:
+			enforce.ErrorPage(w, http.StatusServiceUnavailable, 6515, "No tunnel or backend of route "+er.route.ID+" is available to take this request.")
+		case t.respond != nil:
+			respond(w, t.respond)
+		case enforce.CarryRaw(r, t.dial):
+			// websocket_tcp_converter: the websocket was carried as a raw stream
+		default:
+			p.forward(w, r, "https", t)
+		}
+	})
+}
+
+// EdgeHandler is the final handler routes' stages are built in front of (plan.Build).
+func (s *Server) EdgeHandler() http.Handler { return s.proxy.routeFinal() }
+
+// Env is the environment stages are built with: an outbound HTTP client trusting the system
+// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects.
+func (s *Server) Env() *plan.Env {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: s.cfg.OutboundRoots, MinVersion: tls.VersionTLS12}
+	tr.ResponseHeaderTimeout = 10 * time.Second
+	return &plan.Env{Outbound: &http.Client{Transport: tr, Timeout: 15 * time.Second,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}}}
+}
+
+// serveTLSEdge carries a connection of a TLS edge: terminated here when its tls_termination says
+// so (plaintext to the backend), else passed through untouched.
+func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge) {
+	defer c.Close()
+	forget, ok := s.trackConn(c)
+	if !ok {
+		return
+	}
+	defer forget()
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+		return
+	}
+	var pub net.Conn = c
+	if e.Terminate {
+		cfg := e.TLS.Config(s.tlsBase)
+		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
+		tc := tls.Server(c, cfg)
+		hctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			return
+		}
+		pub = tc
+	}
+	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !e.Terminate})
+	if !ok || t.dial == nil {
+		return
+	}
+	s.carry(pub, t)
+}
+
+// serveTCPEdge carries a connection arriving on the port of a TCP edge's address.
+func (s *Server) serveTCPEdge(addr string, c net.Conn) {
+	defer c.Close()
+	e := s.plan().TCP(addr)
+	if e == nil {
+		return
+	}
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+		return
+	}
+	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tcp", edgeType: "1"})
+	if !ok || t.dial == nil {
+		return
+	}
+	s.carry(c, t)
+}
+
+// carry opens the target's connection and pipes bytes both ways.
+func (s *Server) carry(pub net.Conn, t target) {
+	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	up, err := t.dial(ctx)
+	cancel()
+	if err != nil {
+		s.log.Debug("edge backend unreachable", "err", err)
+		return
+	}
+	netx.Pipe(pub, up)
+}
+
+// SyncTCPEdges opens a listener for each TCP edge address of the plan that has none, and closes
+// those of addresses no edge has any more. A port that something else holds (an agent's TCP
+// endpoint, another program) is logged and tried again at the next change.
+func (s *Server) SyncTCPEdges(pl *plan.Plan) {
+	want := map[int]string{}
+	for _, addr := range pl.TCPAddrs() {
+		_, portText, err := net.SplitHostPort(addr)
+		if port, perr := strconv.Atoi(portText); err == nil && perr == nil {
+			want[port] = addr
+		}
+	}
+	s.mu.Lock()
+	if s.tcpEdge == nil {
+		s.tcpEdge = map[int]*tcpListener{}
+	}
+	var closing []*tcpListener
+	for port, l := range s.tcpEdge {
+		if _, keep := want[port]; !keep {
+			closing = append(closing, l)
+			delete(s.tcpEdge, port)
+		}
+	}
+	var opening []int
+	for port := range want {
+		if s.tcpEdge[port] == nil {
+			opening = append(opening, port)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range closing {
+		l.Close()
+	}
+	for _, port := range opening {
+		addr := want[port]
+		closer, err := s.ListenTCP(port, func(c net.Conn) { s.serveTCPEdge(addr, c) })
+		if err != nil {
+			s.log.Warn("TCP edge cannot listen", "addr", addr, "port", port, "err", err)
+			continue
+		}
+		s.mu.Lock()
+		s.tcpEdge[port] = closer.(*tcpListener)
+		s.mu.Unlock()
+	}
+}

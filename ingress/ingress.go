@@ -1,0 +1,265 @@
+// Package ingress is edgeplane's public side: the HTTP listener (routed by Host), the TLS
+// listener shared by HTTPS and TLS endpoints (routed by SNI, terminated or passed through), and
+// one TCP listener per tcp endpoint. It reaches agents through the Endpoint interface it declares,
+// so it never imports the agent gateway; cmd wires the two together.
+package ingress
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/plan"
+)
+
+// Endpoint is an online endpoint as the public listeners use it: an agent's tunnel, its module
+// stages, and a way to open a proxy stream to it.
+type Endpoint interface {
+	// ID is the tunnel's id (for connection pooling and logs).
+	ID() string
+	// Chain is the stages of the endpoint's modules; nil when it has none.
+	Chain() *enforce.Chain
+	// Dial opens a stream to the agent for one public connection from clientAddr.
+	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
+}
+
+// Config is what the public listeners need.
+type Config struct {
+	// Lookup returns the online endpoint for proto (http, https, tls) and a lowercase host, or
+	// nil.
+	Lookup func(proto, host string) Endpoint
+	// Certificate returns the certificate to present for a hostname, or an error when edgeplane
+	// serves no such name (the handshake then fails).
+	Certificate func(host string) (*tls.Certificate, error)
+	// Labeled returns the online labeled tunnels of an account whose labels include labels:
+	// the tunnels a tunnel-group backend may choose from.
+	Labeled func(account string, labels map[string]string) []Endpoint
+	// Plan returns the current routing plan of edges; nil (or a nil plan) serves no edge.
+	Plan func() *plan.Plan
+	// TCPHost is the address TCP endpoints listen on (--tcp-listen-host).
+	TCPHost string
+	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
+	// system's (--outbound-ca adds to them).
+	OutboundRoots *x509.CertPool
+	// Limiter, when not nil, counts and limits the connections of TCP endpoints' listeners,
+	// with those of the HTTP and TLS listeners its owner wrapped in it.
+	Limiter *netx.Limiter
+	// Logger receives connection-level events; nil discards.
+	Logger *slog.Logger
+}
+
+// Timeouts of the public listeners: every read from the internet is bounded in time.
+const (
+	helloTimeout      = 10 * time.Second
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// Server owns the public listeners and everything they started.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	http    *http.Server // plain HTTP
+	https   *http.Server // HTTP over TLS connections handed over by the SNI router
+	tlsBase *tls.Config  // the listener's TLS: certificates by SNI, TLS 1.2+, h2 and http/1.1
+	tlsConf *tls.Config  // tlsBase with each HTTPS edge's own policy
+	tcpEdge map[int]*tcpListener
+	handed  *chanListener
+	proxy   *proxy
+	acme    ACMEAnswers
+
+	mu     sync.Mutex
+	closed bool
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+}
+
+// New builds the public listeners' server; Serve* start them.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.proxy = newProxy(s)
+	s.tlsBase = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return cfg.Certificate(hello.ServerName)
+		},
+	}
+	// An HTTPS edge's own TLS policy (minimum version, client certificates) applies to the
+	// connections of its hosts.
+	s.tlsConf = s.tlsBase.Clone()
+	s.tlsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		if e := s.plan().HTTPS(hello.ServerName); e != nil {
+			return e.TLS.Config(s.tlsBase), nil
+		}
+		return nil, nil
+	}
+	s.http = s.newHTTPServer("http")
+	s.https = s.newHTTPServer("https")
+	s.https.TLSConfig = s.tlsConf
+	s.handed = newChanListener()
+	go func() { _ = s.https.Serve(s.handed) }()
+	return s
+}
+
+func (s *Server) newHTTPServer(proto string) *http.Server {
+	return &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.proxy.serve(w, r, proto) }),
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       withConnID,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// ServeHTTP serves plain HTTP on ln until Close.
+func (s *Server) ServeHTTP(ln net.Listener) error {
+	if !s.track(ln) {
+		return net.ErrClosed
+	}
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// ServeTLS serves the TLS listener on ln until Close: each connection's ClientHello is read,
+// then it is passed through to a TLS endpoint or terminated for an HTTPS one.
+func (s *Server) ServeTLS(ln net.Listener) error {
+	if !s.track(ln) {
+		return net.ErrClosed
+	}
+	err := netx.Serve(ln, s.routeTLS)
+	if s.isClosed() {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) track(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return false
+	}
+	s.lns[ln] = struct{}{}
+	return true
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// trackConn records a raw connection the server carries itself (TLS passthrough, TCP), so Close
+// can end it; it returns a function that forgets it.
+func (s *Server) trackConn(c net.Conn) (func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.conns[c] = struct{}{}
+	return func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}, true
+}
+
+// Close stops every listener and ends the connections in progress.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.handed.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = s.http.Shutdown(ctx)
+	_ = s.https.Shutdown(ctx)
+	_ = s.http.Close()
+	_ = s.https.Close()
+	s.proxy.close()
+	return nil
+}
+
+// chanListener is a net.Listener fed with connections the SNI router accepted for HTTPS.
+type chanListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) hand(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// plan returns the current routing plan (nil when there is none).
+func (s *Server) plan() *plan.Plan {
+	if s.cfg.Plan == nil {
+		return nil
+	}
+	return s.cfg.Plan()
+}
+
+// SetPlan sets where the routing plan comes from; call it before serving starts.
+func (s *Server) SetPlan(f func() *plan.Plan) { s.cfg.Plan = f }
+
+// SetLabeled sets how tunnel-group backends find tunnels; call it before serving starts.
+func (s *Server) SetLabeled(f func(account string, labels map[string]string) []Endpoint) {
+	s.cfg.Labeled = f
+}
+
+// SetLookup sets how endpoints are found; call it before serving starts.
+func (s *Server) SetLookup(f func(proto, host string) Endpoint) { s.cfg.Lookup = f }

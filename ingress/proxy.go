@@ -1,0 +1,171 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// proxy carries public HTTP requests to agents as HTTP/1.1 over proxy streams. Streams are kept
+// alive and reused, but only for the public connection that opened them: the stream's header
+// names one client address, so a stream is never shared between clients.
+type proxy struct {
+	s  *Server
+	rp *httputil.ReverseProxy
+	tr *http.Transport
+}
+
+type ctxKey int
+
+const (
+	connIDKey ctxKey = iota
+	dialKey
+)
+
+var connSeq atomic.Uint64
+
+// withConnID gives each public connection a number, part of the key of its agent streams.
+func withConnID(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connIDKey, connSeq.Add(1))
+}
+
+// dialInfo is what the transport needs to open a connection for a request, and the protocol
+// the public client used (for X-Forwarded-Proto).
+type dialInfo struct {
+	dial  func(ctx context.Context) (net.Conn, error)
+	proto string
+}
+
+func newProxy(s *Server) *proxy {
+	p := &proxy{s: s}
+	p.tr = &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			info, _ := ctx.Value(dialKey).(*dialInfo)
+			if info == nil {
+				return nil, errors.New("ingress: no endpoint for the request")
+			}
+			return info.dial(ctx)
+		},
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        30 * time.Second,
+		DisableCompression:     true,
+		ResponseHeaderTimeout:  0, // an upstream may think as long as it likes; the client can leave
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: 1 << 20,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:      p.rewrite,
+		Transport:    p.tr,
+		ErrorHandler: p.fail,
+		ErrorLog:     nil,
+	}
+	return p
+}
+
+func (p *proxy) close() { p.tr.CloseIdleConnections() }
+
+// serve routes one public request by its Host to an online endpoint of proto.
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
+	host := strings.ToLower(hostOnly(r.Host))
+	if proto == "http" && p.s.answerHTTP01(w, r, host) {
+		return
+	}
+	if r.TLS != nil && r.TLS.ServerName != "" && !strings.EqualFold(r.TLS.ServerName, host) {
+		enforce.ErrorPage(w, http.StatusMisdirectedRequest, 3200, "The Host header does not match the TLS server name.")
+		return
+	}
+	if proto == "https" {
+		if e := p.s.plan().HTTPS(host); e != nil {
+			p.serveEdge(w, r, e)
+			return
+		}
+	}
+	ep := p.s.cfg.Lookup(proto, host)
+	if ep == nil && proto == "http" {
+		if p.s.cfg.Lookup("https", host) != nil || p.s.plan().HTTPS(host) != nil {
+			// An https endpoint or HTTPS edge is served over TLS only; send the browser there.
+			http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+			return
+		}
+	}
+	if ep == nil {
+		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
+		return
+	}
+	clientAddr := r.RemoteAddr
+	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dial := func(ctx context.Context) (net.Conn, error) { return ep.Dial(ctx, clientAddr, proto, "", false) }
+		if enforce.CarryRaw(r, dial) {
+			return // websocket_tcp_converter: the websocket was carried as a raw stream
+		}
+		p.forward(w, r, proto, target{key: "e" + hashKey(ep.ID()), dial: dial})
+	})
+	ep.Chain().Handler(final).ServeHTTP(w, r)
+}
+
+// forward carries a request to a target's connection, through the transport's pool: a
+// connection is reused only by the public connection that opened it (its header names that
+// client).
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t target) {
+	connID, _ := r.Context().Value(connIDKey).(uint64)
+	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto})
+	r = r.WithContext(ctx)
+	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
+	p.rp.ServeHTTP(w, r)
+}
+
+// rewrite prepares the request for the agent: the Host the client sent, and the X-Forwarded
+// headers ngrok adds (For and Proto appended to what the client sent, Host set), then the
+// edits of a request_headers stage the request passed (which may remove or replace those).
+func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = pr.In.URL.Host
+	pr.Out.Host = pr.In.Host
+	info := pr.In.Context().Value(dialKey).(*dialInfo)
+	clientIP := ""
+	if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
+		clientIP = ap.Addr().Unmap().String()
+	}
+	appendHeader(pr.Out.Header, "X-Forwarded-For", pr.In.Header.Values("X-Forwarded-For"), clientIP)
+	appendHeader(pr.Out.Header, "X-Forwarded-Proto", pr.In.Header.Values("X-Forwarded-Proto"), info.proto)
+	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	if _, ok := pr.In.Header["User-Agent"]; !ok {
+		pr.Out.Header["User-Agent"] = nil // never invent a Go user agent
+	}
+	enforce.EditOutbound(pr.In.Context(), pr.Out.Header) // request_headers may edit the X-Forwarded ones
+}
+
+func appendHeader(h http.Header, name string, prior []string, v string) {
+	if len(prior) > 0 {
+		v = strings.Join(prior, ", ") + ", " + v
+	}
+	h.Set(name, v)
+}
+
+// fail answers a request the agent could not carry: 502 with ERR_NGROK_8012.
+func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the client left
+	}
+	p.s.log.Debug("proxy to agent failed", "host", r.Host, "err", err)
+	enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The agent's tunnel failed while carrying this request: "+err.Error())
+}
+
+// hostOnly strips the port from a Host header.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+}

@@ -1,0 +1,239 @@
+package ingress
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/plan"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// Planner keeps the routing plan current: it builds every account's part at start, then
+// rebuilds an account's part whenever the store's change feed announces the account, and
+// swaps the merged plan in atomically. Requests in flight keep the plan they started with.
+type Planner struct {
+	st      *store.Store
+	log     *slog.Logger
+	cur     atomic.Pointer[plan.Plan]
+	sub     *store.Subscription
+	final   http.Handler
+	env     *plan.Env
+	parts   map[string]*plan.Account // owned by the loop goroutine
+	onSwap  []func(*plan.Plan)
+	stop    chan struct{}
+	done    chan struct{}
+	started bool
+	rebuilt atomic.Uint64
+}
+
+// resyncEvery is how often every account is rebuilt whatever the feed said: it makes up for
+// a notification lost between replicas (a crash between a commit and its NOTIFY).
+const resyncEvery = 30 * time.Second
+
+// gatherWrites is how long the planner waits after an announcement for more before rebuilding:
+// a burst of API writes costs one rebuild per account, and a change still reaches traffic well
+// within a second.
+const gatherWrites = 20 * time.Millisecond
+
+// NewPlanner builds the plan of every account with edges; Start follows changes from then on.
+// final is the handler behind every route's stages (Server.EdgeHandler); env is what stages
+// may use (Server.Env).
+func NewPlanner(ctx context.Context, st *store.Store, log *slog.Logger, final http.Handler, env *plan.Env) (*Planner, error) {
+	p := &Planner{st: st, log: log, parts: map[string]*plan.Account{}, final: final, env: env,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.sub = st.Subscribe() // before the first build, so no change falls between the two
+	if err := p.rebuildAll(ctx); err != nil {
+		p.sub.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Start follows the change feed, rebuilding and swapping plans, until Close.
+func (p *Planner) Start() {
+	p.started = true
+	go p.loop()
+}
+
+// Plan returns the current plan.
+func (p *Planner) Plan() *plan.Plan { return p.cur.Load() }
+
+// Rebuilds counts the plans swapped in so far (for tests and metrics).
+func (p *Planner) Rebuilds() uint64 { return p.rebuilt.Load() }
+
+// OnSwap adds a function run (in the planner's goroutine) after each swap, and once now with
+// the current plan. Call it before Start.
+func (p *Planner) OnSwap(f func(*plan.Plan)) {
+	p.onSwap = append(p.onSwap, f)
+	f(p.Plan())
+}
+
+// Close stops following changes.
+func (p *Planner) Close() {
+	select {
+	case <-p.stop:
+		return
+	default:
+	}
+	close(p.stop)
+	if p.started {
+		<-p.done
+	}
+	p.sub.Close()
+}
+
+func (p *Planner) loop() {
+	defer close(p.done)
+	t := time.NewTicker(resyncEvery)
+	defer t.Stop()
+	for {
+		var accounts []string
+		select {
+		case <-p.stop:
+			return
+		case <-p.sub.Wake():
+			// A burst of writes is gathered into one rebuild: wait a moment before taking them.
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(gatherWrites):
+			}
+			accounts = p.sub.Take()
+		case <-t.C:
+			accounts = []string{store.AllAccounts}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var err error
+		if len(accounts) == 0 {
+			cancel()
+			continue
+		}
+		if contains(accounts, store.AllAccounts) {
+			err = p.rebuildAll(ctx)
+		} else {
+			err = p.rebuild(ctx, accounts)
+		}
+		cancel()
+		if err != nil {
+			p.log.Warn("routing plan not rebuilt; retrying", "err", err)
+			time.Sleep(500 * time.Millisecond)
+			p.sub.Requeue(accounts)
+		}
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Planner) rebuildAll(ctx context.Context) error {
+	accounts, err := p.st.PlanAccounts(ctx)
+	if err != nil {
+		return err
+	}
+	parts := map[string]*plan.Account{}
+	for _, a := range accounts {
+		part, err := p.build(ctx, a)
+		if err != nil {
+			return err
+		}
+		parts[a] = part
+	}
+	p.parts = parts
+	p.swap()
+	return nil
+}
+
+func (p *Planner) rebuild(ctx context.Context, accounts []string) error {
+	parts := maps.Clone(p.parts)
+	changed := false
+	for _, a := range accounts {
+		has, err := p.st.HasPlan(ctx, a)
+		if err != nil {
+			return err
+		}
+		if !has { // most writes are to accounts without edges or domains: nothing to build
+			if _, had := parts[a]; had {
+				delete(parts, a)
+				changed = true
+			}
+			continue
+		}
+		part, err := p.build(ctx, a)
+		if err != nil {
+			return err
+		}
+		parts[a], changed = part, true
+	}
+	if changed {
+		p.parts = parts
+		p.swap()
+	}
+	return nil
+}
+
+func (p *Planner) swap() {
+	pl := plan.Merge(p.parts)
+	p.cur.Store(pl)
+	p.rebuilt.Add(1)
+	for _, f := range p.onSwap {
+		f(pl)
+	}
+}
+
+// build reads one account's snapshot and builds its part.
+func (p *Planner) build(ctx context.Context, account string) (*plan.Account, error) {
+	docs, err := p.st.Snapshot(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	s := &plan.Snapshot{Account: account, Backends: map[string]ep.Document{}, CAs: map[string]*ep.CertificateAuthority{}, Env: p.env}
+	routes := map[string][]*ep.HTTPSEdgeRoute{}
+	for _, d := range docs.ByKind[ep.HTTPSEdgeRoutes] {
+		r := d.(*ep.HTTPSEdgeRoute)
+		routes[r.EdgeID] = append(routes[r.EdgeID], r)
+	}
+	for _, d := range docs.ByKind[ep.HTTPSEdges] {
+		e := d.(*ep.HTTPSEdge)
+		e.Routes = routes[e.ID]
+		s.HTTPSEdges = append(s.HTTPSEdges, e)
+	}
+	for _, d := range docs.ByKind[ep.TLSEdges] {
+		s.TLSEdges = append(s.TLSEdges, d.(*ep.TLSEdge))
+	}
+	for _, d := range docs.ByKind[ep.TCPEdges] {
+		s.TCPEdges = append(s.TCPEdges, d.(*ep.TCPEdge))
+	}
+	for _, res := range []*ep.Resource{ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends, ep.FailoverBackends, ep.WeightedBackends} {
+		for _, d := range docs.ByKind[res] {
+			s.Backends[d.Base().ID] = d
+		}
+	}
+	for _, d := range docs.ByKind[ep.IPPolicyRules] {
+		s.Rules = append(s.Rules, d.(*ep.IPPolicyRule))
+	}
+	for _, d := range docs.ByKind[ep.CertificateAuthorities] {
+		s.CAs[d.Base().ID] = d.(*ep.CertificateAuthority)
+	}
+	for _, d := range docs.ByKind[ep.ReservedDomains] {
+		s.Domains = append(s.Domains, d.(*ep.ReservedDomain))
+	}
+	s.Certificates = map[string]plan.CertKey{}
+	for _, d := range docs.ByKind[ep.TLSCertificates] {
+		s.Certificates[d.Base().ID] = plan.CertKey{CertPEM: d.(*ep.TLSCertificate).CertificatePEM, KeyPEM: docs.Keys[d.Base().ID]}
+	}
+	return plan.Build(s, p.final), nil
+}

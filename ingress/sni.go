@@ -1,0 +1,127 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/edgeplane/edgeplane/internal/netx"
+)
+
+// errHelloRead stops the handshake once the ClientHello has been read.
+var errHelloRead = errors.New("ingress: client hello read")
+
+// maxHello bounds the bytes read before the server name is known (a ClientHello is at most a
+// few kilobytes; TLS allows up to 16 KiB per record).
+const maxHello = 32 << 10
+
+// recordingConn reads from a connection while recording what it read, and writes nothing: it
+// lets crypto/tls parse a ClientHello without answering it.
+type recordingConn struct {
+	net.Conn
+	buf bytes.Buffer
+}
+
+func (c *recordingConn) Read(p []byte) (int, error) {
+	if c.buf.Len() >= maxHello {
+		return 0, errors.New("ingress: client hello too large")
+	}
+	p = p[:min(len(p), maxHello-c.buf.Len())]
+	n, err := c.Conn.Read(p)
+	c.buf.Write(p[:n])
+	return n, err
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// readHello reads the ClientHello of c and returns the server name, the ALPN protocols offered
+// and the bytes read.
+func readHello(c net.Conn) (string, []string, []byte, error) {
+	rc := &recordingConn{Conn: c}
+	var sni string
+	var protos []string
+	var seen bool
+	err := tls.Server(rc, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		sni, protos, seen = h.ServerName, h.SupportedProtos, true
+		return nil, errHelloRead
+	}}).Handshake()
+	if !seen {
+		return "", nil, nil, err
+	}
+	return strings.ToLower(strings.TrimSuffix(sni, ".")), protos, rc.buf.Bytes(), nil
+}
+
+// replayConn reads the recorded bytes first, then from the connection.
+type replayConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes the underlying connection, when it can.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// routeTLS reads a connection's ClientHello and hands it on by server name: a TLS endpoint gets
+// the client's TLS untouched; an HTTPS endpoint (or a name edgeplane serves a certificate for) is
+// terminated here and served as HTTP; anything else is closed.
+func (s *Server) routeTLS(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	sni, protos, hello, err := readHello(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	conn := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}
+	if s.answerALPN(conn, sni, protos) {
+		return
+	}
+	if e := s.plan().TLS(sni); e != nil {
+		s.serveTLSEdge(conn, e)
+		return
+	}
+	if ep := s.cfg.Lookup("tls", sni); ep != nil {
+		s.passthrough(conn, ep)
+		return
+	}
+	if sni == "" {
+		c.Close() // no name to route by, and no certificate to present
+		return
+	}
+	if !s.handed.hand(tls.Server(conn, s.tlsConf)) {
+		c.Close()
+	}
+}
+
+// passthrough carries a client's raw TLS to a TLS endpoint.
+func (s *Server) passthrough(c net.Conn, ep Endpoint) {
+	defer c.Close()
+	forget, ok := s.trackConn(c)
+	if !ok {
+		return
+	}
+	defer forget()
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	if !ep.Chain().AllowConn(client.Addr()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	up, err := ep.Dial(ctx, c.RemoteAddr().String(), "tls", "", true)
+	cancel()
+	if err != nil {
+		return
+	}
+	netx.Pipe(c, up)
+}

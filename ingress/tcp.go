@@ -1,0 +1,50 @@
+package ingress
+
+import (
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/edgeplane/edgeplane/internal/netx"
+)
+
+// ListenTCP opens the public listener of a tcp endpoint on port of the TCP listen host and
+// hands each connection to serve. A port in use by something else fails at once with the
+// listener's error, which the agent's bind reports.
+func (s *Server) ListenTCP(port int, serve func(net.Conn)) (io.Closer, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Limiter != nil {
+		ln = s.cfg.Limiter.Listen(ln)
+	}
+	if !s.track(ln) {
+		return nil, net.ErrClosed
+	}
+	go func() {
+		_ = netx.Serve(ln, func(c net.Conn) {
+			forget, ok := s.trackConn(c)
+			if !ok {
+				c.Close()
+				return
+			}
+			defer forget()
+			serve(c)
+		})
+	}()
+	return &tcpListener{s: s, ln: ln}, nil
+}
+
+// tcpListener closes an endpoint's listener and forgets it.
+type tcpListener struct {
+	s  *Server
+	ln net.Listener
+}
+
+func (l *tcpListener) Close() error {
+	l.s.mu.Lock()
+	delete(l.s.lns, l.ln)
+	l.s.mu.Unlock()
+	return l.ln.Close()
+}

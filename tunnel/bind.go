@@ -1,0 +1,328 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// bindError is a refused bind: the code and the message the agent shows.
+type bindError struct {
+	code int
+	msg  string
+}
+
+func refuse(code int, format string, args ...any) *bindError {
+	return &bindError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *bindError) text() string { return errorText(e.code, "%s", e.msg) }
+
+// bind handles a Bind: it works out the public name or address, checks it against the
+// credential's ACL, the account's reservations, edges and online endpoints (in that order, spec
+// §8), builds the stages of the bind's options and registers the tunnel.
+func (s *session) bind(m *bindMsg) bindResp {
+	opts := m.Opts
+	if len(opts) == 0 || string(opts) == "null" {
+		opts = json.RawMessage("{}")
+	}
+	resp := bindResp{ID: m.ID, Proto: m.Proto, Opts: opts}
+	t, echo, berr := s.prepareBind(m)
+	if berr != nil {
+		resp.Error = berr.text()
+		return resp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if berr := s.register(ctx, t); berr != nil {
+		resp.Error = berr.text()
+		return resp
+	}
+	resp.ID, resp.URL, resp.Opts = t.id, t.url, echo
+	resp.Extra.Token = t.rowID
+	return resp
+}
+
+// prepareBind turns a Bind into an unregistered tunnel and the options to echo.
+func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError) {
+	switch m.Proto {
+	case "http", "https", "tcp", "tls":
+	default:
+		return nil, nil, refuse(ep.AgentCodeBadProto, "%q is not a supported tunnel protocol; edgeplane serves http, https, tcp and tls.", m.Proto)
+	}
+	if len(m.ID) > 128 {
+		return nil, nil, refuse(ep.AgentCodeBadBind, "The bind id is longer than 128 characters.")
+	}
+	var o bindOpts
+	if len(m.Opts) > 0 && string(m.Opts) != "null" {
+		if err := json.Unmarshal(m.Opts, &o); err != nil {
+			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
+		}
+	}
+	chain, berr := o.chain(m.Proto, m.Opts)
+	if berr != nil {
+		return nil, nil, berr
+	}
+	t := &Tunnel{id: m.ID, sess: s, proto: m.Proto, forwardsTo: m.ForwardsTo, metadata: m.Extra.Metadata,
+		pooled: m.Extra.PoolingEnabled, chain: chain, started: time.Now(), passthrough: m.Proto == "tls"}
+	if t.id == "" {
+		t.id, _ = ep.NewID("tn")
+	}
+	// The bind token edgeplane gave is the tunnel's API id; a reconnecting agent sends it back
+	// and its tunnel keeps its id.
+	if ep.ValidID("tn", m.Extra.Token) {
+		t.rowID = m.Extra.Token
+	} else {
+		t.rowID, _ = ep.NewID("tn")
+	}
+	if m.Proto == "tcp" {
+		if berr := s.resolveAddr(t, &o); berr != nil {
+			return nil, nil, berr
+		}
+	} else if berr := s.resolveName(t, &o); berr != nil {
+		return nil, nil, berr
+	}
+	echo, err := echoOpts(m.Opts, t.url)
+	if err != nil {
+		return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
+	}
+	return t, echo, nil
+}
+
+// echoOpts returns the agent's options as it sent them, with URL set to the public URL: Rust
+// clients decode the echo strictly and read their own options back from it, and Go clients send
+// it again verbatim on reconnect.
+func echoOpts(raw json.RawMessage, publicURL string) (json.RawMessage, error) {
+	fields := map[string]json.RawMessage{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, err
+		}
+	}
+	u, _ := json.Marshal(publicURL)
+	fields["URL"] = u
+	return json.Marshal(fields)
+}
+
+// resolveName works out the hostname of an http, https or tls bind and checks it.
+func (s *session) resolveName(t *Tunnel, o *bindOpts) *bindError {
+	name, berr := o.hostname(t.proto, s.gw.cfg.Settings)
+	if berr != nil {
+		return berr
+	}
+	random := name == ""
+	if random {
+		name = randomName(s.gw.cfg.Settings)
+	}
+	if !ep.ValidHostname(name, false) {
+		return refuse(ep.AgentCodeBadName, "%q is not a valid hostname.", name)
+	}
+	if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Name: name}); !ok {
+		return refuse(ep.AgentCodeACLName, "The credential ACL policy does not permit binding this name.\nCredential ID: %s\nName: %s", s.cred.ID, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if !random {
+		res, berr := s.reservedName(ctx, name)
+		if berr != nil {
+			return berr
+		}
+		t.reservation = res
+	}
+	if _, _, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimHostport, name+":443"); err != nil {
+		return refuse(ep.AgentCodeBadBind, "edgeplane cannot check the name right now; try again shortly.")
+	} else if found {
+		return refuse(ep.AgentCodeEdgeHostport, "The host %s and port 443 you requested is already reserved by an edge.", name)
+	}
+	t.host = name
+	t.url = t.proto + "://" + name
+	return nil
+}
+
+// reservedName finds the reserved domain of the account that covers name (itself, or the
+// wildcard above it), or accepts a name under a service domain that no account reserved.
+func (s *session) reservedName(ctx context.Context, name string) (string, *bindError) {
+	for _, claim := range ep.DomainClaimsFor(name) {
+		account, obj, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimDomain, claim)
+		if err != nil {
+			return "", refuse(ep.AgentCodeBadBind, "edgeplane cannot check the name right now; try again shortly.")
+		}
+		if !found {
+			continue
+		}
+		if account == s.cred.AccountID {
+			return obj, nil
+		}
+		return "", refuse(ep.AgentCodeNotReserved, "The domain %s is reserved by another account.", name)
+	}
+	for _, sd := range s.gw.cfg.Settings.ServiceDomains {
+		if strings.HasSuffix(name, "."+sd) {
+			return "", nil
+		}
+	}
+	return "", refuse(ep.AgentCodeNotReserved, "You must reserve a custom hostname before you can bind it: reserve %s (POST /reserved_domains) or use a name under %s.",
+		name, strings.Join(s.gw.cfg.Settings.ServiceDomains, ", "))
+}
+
+// randomName is a random hostname under the first service domain.
+func randomName(st ep.Settings) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 12)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(letters))))
+		b[i] = letters[n.Int64()]
+	}
+	return string(b) + "." + st.ServiceDomains[0]
+}
+
+// resolveAddr works out the public address of a tcp bind, checks it, and opens its listener.
+func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
+	if s.gw.cfg.ListenTCP == nil {
+		return refuse(ep.AgentCodeBadProto, "TCP endpoints are turned off on this server.")
+	}
+	addr := o.Addr
+	if addr == "" && o.URL != "" {
+		u, err := url.Parse(o.URL)
+		if err != nil || u.Scheme != "tcp" || u.Host == "" {
+			return refuse(ep.AgentCodeBadBind, "The URL %q is not a tcp://host:port URL.", o.URL)
+		}
+		addr = u.Host
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	serve := func(c net.Conn) { s.gw.serveTCP(t.key().host, c) }
+	if addr == "" {
+		if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{RandomTCP: true}); !ok {
+			return refuse(ep.AgentCodeACLRandomTCP, "The credential ACL policy does not permit binding random TCP addresses.\nCredential ID: %s", s.cred.ID)
+		}
+		st := s.gw.cfg.Settings
+		span := st.TCPPortMax - st.TCPPortMin + 1
+		for range min(span, 32) {
+			n, _ := rand.Int(rand.Reader, big.NewInt(int64(span)))
+			port := st.TCPPortMin + int(n.Int64())
+			a := st.TCPHost + ":" + strconv.Itoa(port)
+			if _, _, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimAddr, a); err != nil || found {
+				continue
+			}
+			if s.gw.Registry.Online("tcp", a) {
+				continue
+			}
+			t.addr = a
+			l, err := s.gw.cfg.ListenTCP(port, serve)
+			if err != nil {
+				continue
+			}
+			t.listener, t.url = l, "tcp://"+a
+			return nil
+		}
+		return refuse(ep.AgentCodeNoTCPPort, "No free TCP port is left in %d-%d; try again or reserve an address.", st.TCPPortMin, st.TCPPortMax)
+	}
+	addr = strings.ToLower(addr)
+	host, portText, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || host == "" || perr != nil || port < 1 || port > 65535 {
+		return refuse(ep.AgentCodeBadBind, "The address %q is not host:port.", addr)
+	}
+	if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Addr: addr}); !ok {
+		return refuse(ep.AgentCodeACLAddr, "The credential ACL policy does not permit binding this address.\nCredential ID: %s\nAddress: %s", s.cred.ID, addr)
+	}
+	account, obj, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimAddr, addr)
+	if err != nil {
+		return refuse(ep.AgentCodeBadBind, "edgeplane cannot check the address right now; try again shortly.")
+	}
+	if !found || account != s.cred.AccountID {
+		return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s is not a reserved address of your account: reserve one with POST /reserved_addrs.", addr)
+	}
+	if _, _, used, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimHostport, addr); err == nil && used {
+		return refuse(ep.AgentCodeEdgeHostport, "The host %s and port %d you requested is already reserved by an edge.", host, port)
+	}
+	t.addr, t.reservation, t.url = addr, obj, "tcp://"+addr
+	return nil
+}
+
+// register checks that the endpoint is not online already (unless pooled), opens a reserved
+// address's listener, records the tunnel's row and makes it reachable.
+func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
+	s.mu.Lock()
+	if _, dup := s.tunnels[t.id]; dup {
+		s.mu.Unlock()
+		return refuse(ep.AgentCodeOnline, "This session already has a tunnel with id %s.", t.id)
+	}
+	s.tunnels[t.id] = t
+	s.mu.Unlock()
+	undo := func() {
+		s.mu.Lock()
+		delete(s.tunnels, t.id)
+		s.mu.Unlock()
+		if t.listener != nil {
+			t.listener.Close()
+		}
+	}
+	conflict, first := s.gw.Registry.add(t)
+	switch conflict {
+	case "online":
+		undo()
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online. Either\n1. stop your existing endpoint first, or\n2. start both endpoints with pooling enabled to load balance between them.", t.url)
+	case "pool-mix":
+		undo()
+		return refuse(ep.AgentCodePoolMix, "The endpoint '%s' is online with pooling %s; every bind of a pooled endpoint must enable pooling.", t.url, map[bool]string{true: "disabled", false: "enabled"}[t.pooled])
+	}
+	if t.proto == "tcp" && first {
+		l := t.listener // a random port's, opened while choosing it
+		if l == nil {
+			_, portText, _ := net.SplitHostPort(t.addr)
+			port, _ := strconv.Atoi(portText)
+			var err error
+			if l, err = s.gw.cfg.ListenTCP(port, func(c net.Conn) { s.gw.serveTCP(t.addr, c) }); err != nil {
+				s.gw.Registry.remove(t)
+				undo()
+				return refuse(ep.AgentCodeBadBind, "edgeplane cannot listen on port %d for %s: %v", port, t.url, err)
+			}
+		}
+		t.listener = nil // the registry owns it from here, for every bind of the endpoint
+		s.gw.Registry.setTCPListener(t.addr, l)
+	}
+	if err := s.putTunnelRow(ctx, t); err != nil {
+		s.gw.Registry.remove(t)
+		undo()
+		return refuse(ep.AgentCodeBadBind, "edgeplane cannot record the tunnel right now; try again shortly.")
+	}
+	s.gw.log.Info("tunnel online", "session", s.id, "tunnel", t.id, "url", t.url, "labels", t.labels)
+	return nil
+}
+
+// label handles StartTunnelWithLabel: a tunnel for edges' tunnel-group backends.
+func (s *session) label(m *labelMsg) labelResp {
+	if len(m.Labels) == 0 {
+		return labelResp{Error: errorText(ep.AgentCodeNoLabels, "A labeled tunnel needs at least one label.")}
+	}
+	if len(m.Labels) > 32 {
+		return labelResp{Error: errorText(ep.AgentCodeBadBind, "A labeled tunnel has at most 32 labels.")}
+	}
+	for k, v := range m.Labels {
+		if k == "" || len(k) > 256 || len(v) > 256 {
+			return labelResp{Error: errorText(ep.AgentCodeBadBind, "Label %q is empty or longer than 256 characters.", k)}
+		}
+	}
+	if ok, refused := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Labels: m.Labels}); !ok {
+		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
+	}
+	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}
+	t.id, _ = ep.NewID("tn")
+	t.rowID = t.id
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if berr := s.register(ctx, t); berr != nil {
+		return labelResp{Error: berr.text()}
+	}
+	return labelResp{ID: t.id}
+}

@@ -1,0 +1,41 @@
+package tunnel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// The webhook_verification bind option (ngrok-go's WithWebhookVerification): provider and
+// secret as the agent sends them. A sealed secret is encrypted for ngrok's own servers, so
+// edgeplane cannot open it; a bind giving only that is refused, as is one for a provider
+// edgeplane cannot verify yet (an agent gets the error at once instead of an endpoint that
+// refuses every request). SNS certificates are fetched trusting the system roots.
+func init() {
+	registerBindStage("webhook_verification", func(raw json.RawMessage) (enforce.Stage, error) {
+		var o struct {
+			Provider     string `json:"provider"`
+			Secret       string `json:"secret"`
+			SealedSecret []byte `json:"sealed_secret"`
+		}
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return nil, errors.New("the option is not a JSON object")
+		}
+		if o.Secret == "" && len(o.SealedSecret) > 0 {
+			return nil, errors.New("only a sealed secret was given; sealed secrets are encrypted for ngrok's servers and edgeplane cannot open them, so give the secret itself")
+		}
+		if o.Provider == "sns" && o.Secret != "" {
+			return nil, errors.New("sns takes no secret: its messages are verified by their signing certificate")
+		}
+		v, err := enforce.NewWebhookVerification(o.Provider, o.Secret, enforce.WebhookOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if !v.Verifies() {
+			return nil, fmt.Errorf("edgeplane cannot verify webhooks from %s yet", o.Provider)
+		}
+		return v, nil
+	})
+}

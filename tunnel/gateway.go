@@ -1,0 +1,318 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// Config is what the gateway needs of its deployment.
+type Config struct {
+	Store *store.Store
+	// TLS is the agent listener's TLS configuration (edgeplane's CA-issued certificate or the
+	// operator's).
+	TLS *tls.Config
+	// Settings supply the service domains (names agents may bind without reserving them, and
+	// where random names go) and the public TCP host and port range.
+	Settings ep.Settings
+	// ListenTCP opens the public listener of a tcp bind on port, handing each accepted
+	// connection to serve; the public listeners own it (ingress.TCP). Nil refuses tcp binds.
+	ListenTCP func(port int, serve func(net.Conn)) (io.Closer, error)
+	// Replica names this process in the session rows, so every replica's API lists every
+	// replica's agents and a dead replica's rows expire.
+	Replica string
+	// Logger receives the gateway's events; nil discards.
+	Logger *slog.Logger
+	// Version is edgeplane's version, told to agents in AuthResp.
+	Version string
+	// CheckInterval is how often credentials and reservations of online sessions are checked
+	// against the store (default 500ms): a delete through any replica's API takes them offline
+	// within it.
+	CheckInterval time.Duration
+}
+
+// Heartbeat and freshness. An agent pings every HeartbeatInterval (10 s by default) and expects
+// its echo within its tolerance; edgeplane pings agents the same way and drops a session whose
+// agent stops answering. Session rows are refreshed every touchInterval and count as online for
+// store.LiveTolerance after their replica last refreshed them.
+const (
+	handshakeTimeout = 10 * time.Second
+	touchInterval    = 5 * time.Second
+	// maxRPCs bounds the requests one session may have in progress at once.
+	maxRPCs = 16
+)
+
+// Gateway accepts agents on one listener and keeps their tunnels in its Registry.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	Registry *Registry
+	limiter  *authLimiter
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	// revoked remembers the credentials whose deletion ended sessions here, by token selector,
+	// so their agents' next attempt is told the credential was revoked (ERR_NGROK_300) rather
+	// than that the token is unknown. Bounded: forgotten entries fall back to 107.
+	revoked map[string]string
+	conns   map[net.Conn]struct{}
+	closed  bool
+	wg      sync.WaitGroup
+	stop    chan struct{}
+}
+
+// New makes a gateway; Serve starts it on a listener.
+func New(cfg Config) *Gateway {
+	if cfg.CheckInterval <= 0 {
+		cfg.CheckInterval = 500 * time.Millisecond
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
+		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	g.every(g.cfg.CheckInterval, g.checkOnce)
+	g.every(touchInterval, g.touchOnce)
+	g.every(commandPoll, g.commandsOnce)
+	return g
+}
+
+// Serve accepts agent connections on ln until it is closed.
+func (g *Gateway) Serve(ln net.Listener) error {
+	return netx.Serve(ln, func(c net.Conn) {
+		if !g.track(c) {
+			c.Close()
+			return
+		}
+		g.handle(c)
+	})
+}
+
+func (g *Gateway) track(c net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.conns[c] = struct{}{}
+	return true
+}
+
+func (g *Gateway) untrack(c net.Conn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
+}
+
+// handle runs one agent connection: the TLS handshake and then its session, each bounded in
+// time until the agent has authenticated.
+func (g *Gateway) handle(raw net.Conn) {
+	defer g.untrack(raw)
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	conn := tls.Server(raw, g.cfg.TLS)
+	if err := conn.Handshake(); err != nil {
+		g.log.Debug("agent TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+		raw.Close()
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	s := newSession(g, conn)
+	s.run()
+}
+
+func (g *Gateway) addSession(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.sessions[s] = struct{}{}
+	return true
+}
+
+func (g *Gateway) removeSession(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+}
+
+func (g *Gateway) snapshotSessions() []*session {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Session returns the online session of this replica with the API id, or nil.
+func (g *Gateway) session(id string) *session {
+	for _, s := range g.snapshotSessions() {
+		if s.id == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// Close ends every session (agents reconnect elsewhere or later) and stops the background
+// loops. The listener is closed by its owner.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	close(g.stop)
+	conns := make([]net.Conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	for _, s := range g.snapshotSessions() {
+		s.close()
+	}
+	g.wg.Wait()
+	return nil
+}
+
+// checkOnce takes offline what the store no longer backs: sessions whose credential was deleted
+// (directly, or with the bot user owning it) and tunnels whose reserved domain or address was
+// deleted. One query covers every session of the replica; it runs every CheckInterval.
+func (g *Gateway) checkOnce() {
+	sessions := g.snapshotSessions()
+	if len(sessions) == 0 {
+		return
+	}
+	var ids []string
+	for _, s := range sessions {
+		ids = append(ids, s.cred.ID)
+		for _, t := range s.tunnelList() {
+			if t.reservation != "" {
+				ids = append(ids, t.reservation)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	live, err := g.cfg.Store.LiveObjects(ctx, ids)
+	cancel()
+	if err != nil {
+		g.log.Warn("agent gateway: cannot check credentials", "err", err)
+		return
+	}
+	for _, s := range sessions {
+		if !live[s.cred.ID] {
+			g.log.Info("agent session ended: its credential was deleted", "session", s.id, "credential", s.cred.ID)
+			g.revoke(s.cred.ID)
+			s.close()
+			continue
+		}
+		for _, t := range s.tunnelList() {
+			if t.reservation != "" && !live[t.reservation] {
+				g.log.Info("tunnel offline: its reservation was deleted", "tunnel", t.id, "url", t.url)
+				s.stopTunnel(t, errorText(ep.AgentCodeNotReserved, "The reservation of %s was deleted.", t.url))
+			}
+		}
+	}
+}
+
+// every runs f every d in a goroutine of its own until the gateway closes.
+func (g *Gateway) every(d time.Duration, f func()) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-t.C:
+			}
+			f()
+		}
+	}()
+}
+
+// maxRevoked bounds the memory of revoked credentials.
+const maxRevoked = 10000
+
+func (g *Gateway) revoke(credentialID string) {
+	_, selector, _ := strings.Cut(credentialID, "_")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.revoked) >= maxRevoked {
+		clear(g.revoked)
+	}
+	g.revoked[selector] = credentialID
+}
+
+// revokedCredential returns the id of the revoked credential a token selector belonged to.
+func (g *Gateway) revokedCredential(selector string) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, ok := g.revoked[selector]
+	return id, ok
+}
+
+// commandPoll is how often a replica looks for commands other replicas' APIs queued for its
+// sessions.
+const commandPoll = 250 * time.Millisecond
+
+// commandsOnce carries out the commands queued for this replica's sessions through other
+// replicas' APIs, and records each outcome for the asking replica; it runs every commandPoll.
+func (g *Gateway) commandsOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmds, err := g.cfg.Store.PendingAgentCommands(ctx, g.cfg.Replica)
+	if err != nil {
+		g.log.Warn("agent gateway: cannot read queued commands", "err", err)
+		return
+	}
+	for _, c := range cmds {
+		outcome := ""
+		switch err := g.Command(ctx, c.SessionID, c.Command); {
+		case errors.Is(err, ErrNotHere):
+			outcome = CommandGone
+		case errors.Is(err, ErrUnsupported):
+			outcome = CommandUnsupported
+		case err != nil:
+			outcome = CommandFailed + err.Error()
+		}
+		if err := g.cfg.Store.FinishAgentCommand(ctx, c.ID, outcome); err != nil {
+			g.log.Warn("agent gateway: cannot record a command's outcome", "command", c.ID, "err", err)
+		}
+	}
+}
+
+// Outcomes of a command carried out for another replica ("" when the agent did it).
+const (
+	CommandGone        = "gone"
+	CommandUnsupported = "unsupported"
+	CommandFailed      = "failed: "
+)
+
+// touchOnce keeps this replica's session rows fresh and forgets those of dead replicas; it runs
+// every touchInterval.
+func (g *Gateway) touchOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.cfg.Store.TouchAgentSessions(ctx, g.cfg.Replica, time.Now().Add(-store.LiveTolerance)); err != nil {
+		g.log.Warn("agent gateway: cannot refresh session rows", "err", err)
+	}
+}

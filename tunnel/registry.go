@@ -1,0 +1,276 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// Tunnel is one online bind or labeled tunnel of an agent session. Its fields are fixed once it
+// is registered; the public listeners read them without locks.
+type Tunnel struct {
+	// id is what the agent routes proxy streams by: the bind id it sent (kept across its
+	// reconnects) or the one edgeplane gave it. rowID is its id in the API (/tunnels).
+	id, rowID string
+	sess      *session
+	// proto is http, https, tcp or tls; "" for a labeled tunnel.
+	proto string
+	// host is the public hostname (http, https, tls), addr the public address (tcp).
+	host, addr string
+	labels     map[string]string
+	url        string
+	forwardsTo string
+	metadata   string
+	pooled     bool
+	// reservation is the reserved domain or address the bind holds ("" for a name under a
+	// service domain or a random port): deleting it takes the tunnel offline.
+	reservation string
+	chain       *enforce.Chain
+	// passthrough is set for TLS binds without TLS termination: the client's TLS is carried.
+	passthrough bool
+	started     time.Time
+	// listener is the TCP listener a random-port tcp bind opened while choosing its port; the
+	// registry takes it over when the tunnel is added (Registry.tcp).
+	listener io.Closer
+}
+
+// ID is the id proxy streams carry.
+func (t *Tunnel) ID() string { return t.id }
+
+// Proto is the bind's protocol ("" for a labeled tunnel).
+func (t *Tunnel) Proto() string { return t.proto }
+
+// Chain is the stages of the modules the bind asked for; nil when none.
+func (t *Tunnel) Chain() *enforce.Chain { return t.chain }
+
+// Labels returns the labels of a labeled tunnel.
+func (t *Tunnel) Labels() map[string]string { return t.labels }
+
+// AccountID is the account of the session's credential.
+func (t *Tunnel) AccountID() string { return t.sess.cred.AccountID }
+
+// Passthrough reports whether a TLS bind carries the client's TLS untouched.
+func (t *Tunnel) Passthrough() bool { return t.passthrough }
+
+// ErrSessionGone is returned by Dial when the agent's session has ended.
+var ErrSessionGone = errors.New("tunnel: the agent's session has ended")
+
+// Dial opens a proxy stream to the agent for one public connection and writes its header: the
+// returned connection carries the public client's bytes from then on. clientAddr is the public
+// client's ip:port; edgeType is "" for plain endpoints, "1" TCP, "2" TLS, "3" HTTPS edges.
+func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
+	select {
+	case <-t.sess.done:
+		return nil, ErrSessionGone
+	default:
+	}
+	if proto == "" {
+		proto = t.proto
+	}
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		st, err := t.sess.mux.OpenTypedStream(typeProxy)
+		if err != nil {
+			ch <- result{nil, err}
+			return
+		}
+		_ = st.SetWriteDeadline(time.Now().Add(rpcTimeout))
+		if err := writeProxyHeader(st, ProxyHeader{ID: t.id, ClientAddr: clientAddr, Proto: proto, EdgeType: edgeType, PassthroughTLS: passthrough}); err != nil {
+			st.Close()
+			ch <- result{nil, err}
+			return
+		}
+		_ = st.SetWriteDeadline(time.Time{})
+		ch <- result{st, nil}
+	}()
+	select {
+	case r := <-ch:
+		return r.c, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.c != nil {
+				r.c.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// group is the tunnels serving one endpoint: one, or several when every bind asked for pooling;
+// connections are spread over them in turn.
+type group struct {
+	tunnels []*Tunnel
+	next    atomic.Uint32
+}
+
+func (g *group) pick() *Tunnel {
+	n := len(g.tunnels)
+	if n == 1 {
+		return g.tunnels[0]
+	}
+	return g.tunnels[int(g.next.Add(1)-1)%n]
+}
+
+// endpointKey names an endpoint: its protocol and its public host (or tcp address), lowercase.
+type endpointKey struct{ proto, host string }
+
+// Registry is the set of online tunnels on this replica, by endpoint and by labels. Readers
+// (every public connection) see an immutable snapshot; writers (binds and unbinds, rare) copy it.
+// It also owns the public listener of each online tcp endpoint: opened with the endpoint's
+// first bind, closed with its last (pooled binds share one).
+type Registry struct {
+	mu   sync.Mutex // serialises writers
+	snap atomic.Pointer[snapshot]
+	tcp  map[string]io.Closer // by public address; guarded by mu
+}
+
+type snapshot struct {
+	endpoints map[endpointKey]*group
+	// labeled holds the labeled tunnels by account, so a tunnel-group backend looks only at its
+	// own account's.
+	labeled map[string][]*Tunnel
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	r := &Registry{tcp: map[string]io.Closer{}}
+	r.snap.Store(&snapshot{endpoints: map[endpointKey]*group{}, labeled: map[string][]*Tunnel{}})
+	return r
+}
+
+// Endpoint returns a tunnel of the online endpoint for proto (http, https, tls, tcp) and host
+// (the tcp address for tcp), or nil when none is online.
+func (r *Registry) Endpoint(proto, host string) *Tunnel {
+	g := r.snap.Load().endpoints[endpointKey{proto, strings.ToLower(host)}]
+	if g == nil {
+		return nil
+	}
+	return g.pick()
+}
+
+// Online reports whether some tunnel serves proto and host.
+func (r *Registry) Online(proto, host string) bool { return r.Endpoint(proto, host) != nil }
+
+// Labeled returns the online labeled tunnels of the account whose labels include all of want.
+func (r *Registry) Labeled(account string, want map[string]string) []*Tunnel {
+	var out []*Tunnel
+	for _, t := range r.snap.Load().labeled[account] {
+		if ep.LabelsMatch(t.labels, want) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// add registers t; for an endpoint already online it refuses unless both the online binds and t
+// ask for pooling. conflict is "" on success, "online" or "pool-mix" otherwise; first says t is
+// the endpoint's first bind (whose tcp listener is to be opened).
+func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	next := &snapshot{endpoints: old.endpoints, labeled: old.labeled}
+	if t.proto == "" {
+		next.labeled = maps.Clone(old.labeled)
+		account := t.AccountID()
+		next.labeled[account] = append(slices.Clone(old.labeled[account]), t)
+		r.snap.Store(next)
+		return "", true
+	}
+	key := t.key()
+	var tunnels []*Tunnel
+	if g := old.endpoints[key]; g != nil {
+		first := g.tunnels[0]
+		switch {
+		case first.pooled && t.pooled:
+		case first.pooled != t.pooled:
+			return "pool-mix", false
+		default:
+			return "online", false
+		}
+		tunnels = append(tunnels, g.tunnels...)
+	}
+	next.endpoints = maps.Clone(old.endpoints)
+	next.endpoints[key] = &group{tunnels: append(tunnels, t)}
+	r.snap.Store(next)
+	return "", len(tunnels) == 0
+}
+
+// setTCPListener records the public listener of a tcp endpoint.
+func (r *Registry) setTCPListener(addr string, l io.Closer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tcp[addr] = l
+}
+
+// remove takes t offline; it reports whether t was registered. The listener of a tcp endpoint
+// is closed with its last bind.
+func (r *Registry) remove(t *Tunnel) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	next := &snapshot{endpoints: old.endpoints, labeled: old.labeled}
+	if t.proto == "" {
+		account := t.AccountID()
+		i := slices.Index(old.labeled[account], t)
+		if i < 0 {
+			return false
+		}
+		next.labeled = maps.Clone(old.labeled)
+		rest := slices.Delete(slices.Clone(old.labeled[account]), i, i+1)
+		if len(rest) == 0 {
+			delete(next.labeled, account)
+		} else {
+			next.labeled[account] = rest
+		}
+		r.snap.Store(next)
+		return true
+	}
+	key := t.key()
+	g := old.endpoints[key]
+	if g == nil {
+		return false
+	}
+	var rest []*Tunnel
+	for _, x := range g.tunnels {
+		if x != t {
+			rest = append(rest, x)
+		}
+	}
+	if len(rest) == len(g.tunnels) {
+		return false
+	}
+	next.endpoints = maps.Clone(old.endpoints)
+	if len(rest) == 0 {
+		delete(next.endpoints, key)
+		if l := r.tcp[t.addr]; l != nil && t.proto == "tcp" {
+			l.Close()
+			delete(r.tcp, t.addr)
+		}
+	} else {
+		next.endpoints[key] = &group{tunnels: rest}
+	}
+	r.snap.Store(next)
+	return true
+}
+
+func (t *Tunnel) key() endpointKey {
+	if t.proto == "tcp" {
+		return endpointKey{"tcp", t.addr}
+	}
+	return endpointKey{t.proto, t.host}
+}

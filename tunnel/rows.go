@@ -1,0 +1,167 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// The API's view of agents: /tunnel_sessions and /tunnels documents, shaped as in the published
+// schema, stored as rows so every replica lists every replica's agents.
+
+func (s *session) putRow(ctx context.Context) error {
+	started := ep.FormatTime(s.started)
+	doc := ep.TunnelSession{Meta: ep.Meta{ID: s.id, CreatedAt: started}, AgentVersion: s.auth.Extra.Version,
+		Credential: ep.NewRef(s.cred.ID), IP: s.remoteIP(), Metadata: s.auth.Extra.Metadata, OS: s.auth.Extra.OS,
+		StartedAt: started, Transport: "ngrok/v2"}
+	body, _ := json.Marshal(doc)
+	err := s.gw.cfg.Store.PutAgentSession(ctx, store.AgentSessionRow{ID: s.id, AccountID: s.cred.AccountID,
+		CredentialID: s.cred.ID, Replica: s.gw.cfg.Replica, Conn: s.connID, Doc: body})
+	if errors.Is(err, store.ErrIDTaken) { // another credential's session id: take a new one
+		s.id, _ = ep.NewID("ts")
+		return s.putRow(ctx)
+	}
+	if err == nil {
+		s.mu.Lock()
+		s.rows = true
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// putTunnelRow records a tunnel's row, under a new id when the one the agent presented is
+// another account's.
+func (s *session) putTunnelRow(ctx context.Context, t *Tunnel) error {
+	err := s.gw.cfg.Store.PutAgentTunnel(ctx, tunnelRow(t))
+	if errors.Is(err, store.ErrIDTaken) {
+		t.rowID, _ = ep.NewID("tn")
+		err = s.gw.cfg.Store.PutAgentTunnel(ctx, tunnelRow(t))
+	}
+	return err
+}
+
+func tunnelRow(t *Tunnel) store.AgentTunnelRow {
+	started := ep.FormatTime(t.started)
+	doc := ep.Tunnel{Meta: ep.Meta{ID: t.rowID, CreatedAt: started}, PublicURL: t.url, StartedAt: started,
+		Metadata: t.metadata, Proto: t.proto, TunnelSession: ep.NewRef(t.sess.id), Labels: t.labels, ForwardsTo: t.forwardsTo}
+	body, _ := json.Marshal(doc)
+	return store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Doc: body}
+}
+
+// ErrNotHere is returned by Command for a session this replica does not hold.
+var ErrNotHere = errors.New("tunnel: the session is held by another replica")
+
+// Command sends restart, stop or update to an online session of this replica.
+func (g *Gateway) Command(ctx context.Context, sessionID, command string) error {
+	s := g.session(sessionID)
+	if s == nil {
+		return ErrNotHere
+	}
+	switch command {
+	case ep.CommandRestart:
+		return s.command(ctx, typeRestart, struct{}{})
+	case ep.CommandStop:
+		return s.command(ctx, typeStop, struct{}{})
+	case ep.CommandUpdate:
+		return s.command(ctx, typeUpdate, struct {
+			Version            string
+			PermitMajorVersion bool
+		}{})
+	}
+	return errors.New("tunnel: unknown command " + command)
+}
+
+// serveTCP carries one public TCP connection to the tcp endpoint at addr.
+func (g *Gateway) serveTCP(addr string, c net.Conn) {
+	defer c.Close()
+	t := g.Registry.Endpoint("tcp", addr)
+	if t == nil {
+		return
+	}
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	if !t.Chain().AllowConn(client.Addr()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	up, err := t.Dial(ctx, c.RemoteAddr().String(), "tcp", "", false)
+	cancel()
+	if err != nil {
+		return
+	}
+	netx.Pipe(c, up)
+}
+
+// authLimiter answers an agent that keeps presenting the same refused token from the same
+// address without asking the store again: a Go agent retries a bad token forever, every few
+// seconds, and a fleet of them must cost no more than this map. Keying by address and token
+// keeps one bad agent from locking out good ones behind the same address.
+type authLimiter struct {
+	mu    sync.Mutex
+	fails map[limitKey]*failWindow
+}
+
+type limitKey struct {
+	addr  netip.Addr
+	token [16]byte
+}
+
+type failWindow struct {
+	start time.Time
+	n     int
+}
+
+const (
+	failWindowLen = time.Minute
+	maxFails      = 5
+	maxFailKeys   = 100000
+)
+
+func newAuthLimiter() *authLimiter { return &authLimiter{fails: map[limitKey]*failWindow{}} }
+
+func keyOf(a netip.Addr, token string) limitKey {
+	sum := sha256.Sum256([]byte(token))
+	k := limitKey{addr: a}
+	copy(k.token[:], sum[:])
+	return k
+}
+
+// allow reports whether the token from a may be checked against the store.
+func (l *authLimiter) allow(a netip.Addr, token string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.fails[keyOf(a, token)]
+	return w == nil || time.Since(w.start) > failWindowLen || w.n < maxFails
+}
+
+// failed records a refused authentication.
+func (l *authLimiter) failed(a netip.Addr, token string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if len(l.fails) >= maxFailKeys { // bounded memory under a spray of tokens or addresses
+		for k, w := range l.fails {
+			if now.Sub(w.start) > failWindowLen {
+				delete(l.fails, k)
+			}
+		}
+		if len(l.fails) >= maxFailKeys {
+			clear(l.fails)
+		}
+	}
+	k := keyOf(a, token)
+	w := l.fails[k]
+	if w == nil || now.Sub(w.start) > failWindowLen {
+		l.fails[k] = &failWindow{start: now, n: 1}
+		return
+	}
+	w.n++
+}

@@ -1,0 +1,375 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/store"
+	"golang.ngrok.com/muxado/v2"
+)
+
+// session is one authenticated agent connection.
+type session struct {
+	gw   *Gateway
+	conn *tls.Conn
+	mux  *muxado.Heartbeat
+	id   string
+	// conn names this connection in the session row (store.AgentSessionRow.Conn).
+	connID  string
+	remote  netip.AddrPort
+	cred    store.AgentCredential
+	auth    authMsg
+	version string // the protocol version chosen: "3" or "2"
+	started time.Time
+
+	mu      sync.Mutex
+	tunnels map[string]*Tunnel // by bind id
+	rows    bool               // the session row was written
+	done    chan struct{}
+	once    sync.Once
+	// authed is set once Auth succeeded (read by the authentication deadline's timer).
+	authed atomic.Bool
+	rpcs   chan struct{}
+}
+
+func newSession(g *Gateway, conn *tls.Conn) *session {
+	remote, _ := netip.ParseAddrPort(conn.RemoteAddr().String())
+	connID, _ := ep.NewID("conn")
+	return &session{gw: g, conn: conn, remote: remote, connID: connID, tunnels: map[string]*Tunnel{},
+		done: make(chan struct{}), rpcs: make(chan struct{}, maxRPCs), started: time.Now()}
+}
+
+// run serves the session until the agent goes or the session is closed. The first request must
+// be Auth, within the handshake timeout; heartbeats are echoed from the start.
+func (s *session) run() {
+	defer s.close()
+	mux := muxado.Server(s.conn, &muxado.Config{})
+	s.mux = muxado.NewHeartbeat(muxado.NewTypedStreamSession(mux), s.onBeat, muxado.NewHeartbeatConfig())
+	authTimer := time.AfterFunc(handshakeTimeout, func() {
+		if !s.authed.Load() {
+			s.close()
+		}
+	})
+	defer authTimer.Stop()
+	authed := false
+	for {
+		st, err := s.mux.AcceptTypedStream()
+		if err != nil {
+			s.gw.log.Debug("agent session: accept ended", "session", s.id, "err", err)
+			return
+		}
+		if !authed {
+			if st.StreamType() != typeAuth {
+				st.Close()
+				return
+			}
+			if !s.handleAuth(st) {
+				return
+			}
+			authed = true
+			netx.Trust(s.conn) // off the per-address count of unauthenticated connections
+			s.authed.Store(true)
+			authTimer.Stop()
+			s.startHeartbeat()
+			continue
+		}
+		select {
+		case s.rpcs <- struct{}{}:
+		default:
+			st.Close() // too many requests at once
+			continue
+		}
+		go func() {
+			defer func() { <-s.rpcs }()
+			s.serveRPC(st)
+		}()
+	}
+}
+
+// onBeat is the heartbeat's callback: a missed echo ends the session.
+func (s *session) onBeat(_ time.Duration, timeout bool) {
+	if timeout {
+		s.gw.log.Info("agent session ended: heartbeat missed", "session", s.id)
+		s.close()
+	}
+}
+
+// startHeartbeat pings the agent at the interval it asked for, within its tolerance.
+func (s *session) startHeartbeat() {
+	iv, tol := time.Duration(s.auth.Extra.HeartbeatInterval), time.Duration(s.auth.Extra.HeartbeatTolerance)
+	if iv < time.Second || iv > 5*time.Minute {
+		iv = 10 * time.Second
+	}
+	if tol < time.Second || tol > 5*time.Minute {
+		tol = 15 * time.Second
+	}
+	s.mux.SetInterval(iv)
+	s.mux.SetTolerance(tol)
+	s.mux.Start()
+}
+
+func (s *session) serveRPC(st muxado.TypedStream) {
+	defer st.Close()
+	switch st.StreamType() {
+	case typeBind:
+		var m bindMsg
+		if err := readJSON(st, &m); err != nil {
+			_ = writeReply(st, bindResp{Error: errorText(ep.AgentCodeBadBind, "The bind request is not valid: %v", err), Opts: json.RawMessage("{}")})
+			return
+		}
+		_ = writeReply(st, s.bind(&m))
+	case typeLabel:
+		var m labelMsg
+		if err := readJSON(st, &m); err != nil {
+			_ = writeReply(st, labelResp{Error: errorText(ep.AgentCodeBadBind, "The labeled tunnel request is not valid: %v", err)})
+			return
+		}
+		_ = writeReply(st, s.label(&m))
+	case typeUnbind:
+		var m unbindMsg
+		if err := readJSON(st, &m); err != nil {
+			_ = writeReply(st, errorResp{Error: errorText(ep.AgentCodeBadBind, "The unbind request is not valid: %v", err)})
+			return
+		}
+		// Unbind is idempotent: Rust clients send it twice for one listener.
+		if t := s.tunnel(m.ID); t != nil {
+			s.removeTunnel(t)
+		}
+		_ = writeReply(st, errorResp{})
+	case typeSrvInfo:
+		var m struct{}
+		_ = readJSON(st, &m)
+		_ = writeReply(st, struct{ Region string }{""})
+	case typePatchTunnel:
+		_ = writeReply(st, errorResp{Error: errorText(ep.AgentCodeBadBind, "edgeplane does not support updating a tunnel's state; unbind and bind again")})
+	default:
+		// AgentMetrics and unknown types: nothing to answer; the stream is reset.
+	}
+}
+
+// handleAuth checks the Auth request and answers it; false ends the session.
+func (s *session) handleAuth(st muxado.TypedStream) bool {
+	defer st.Close()
+	var m authMsg
+	if err := readJSON(st, &m); err != nil {
+		_ = writeReply(st, authResp{Error: errorText(ep.AgentCodeBadAuth, "The authentication request is not valid JSON: %v", err)})
+		return false
+	}
+	s.auth = m
+	token := m.Extra.Authtoken
+	fail := func(code int, format string, args ...any) bool {
+		s.gw.limiter.failed(s.remote.Addr(), token)
+		_ = writeReply(st, authResp{Version: s.version, Error: errorText(code, format, args...)})
+		return false
+	}
+	for _, v := range m.Version {
+		if v == "3" || v == "2" {
+			s.version = v
+			break
+		}
+	}
+	if s.version == "" {
+		return fail(ep.AgentCodeBadVersion, "Your agent speaks protocol versions %q; edgeplane speaks 3 and 2. Update your agent.", m.Version)
+	}
+	if !s.gw.limiter.allow(s.remote.Addr(), token) {
+		return fail(ep.AgentCodeUnknownToken, "The authtoken you specified is invalid, and this agent keeps retrying it: edgeplane stopped checking it for a minute.\nYour authtoken: %s", redact(token))
+	}
+	if token == "" {
+		return fail(ep.AgentCodeNoToken, "Usage of edgeplane requires an authtoken: create a credential (POST /credentials) and give its token to your agent.")
+	}
+	selector, secret, ok := ep.ParseToken(token)
+	if !ok {
+		return fail(ep.AgentCodeBadToken, "The authtoken you specified does not look like a proper edgeplane authtoken.\nYour authtoken: %s", redact(token))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	cred, err := s.gw.cfg.Store.AuthenticateAgent(ctx, selector, secret)
+	if id, ok := s.gw.revokedCredential(selector); ok && errors.Is(err, store.ErrUnknownCredential) {
+		return fail(ep.AgentCodeRevoked, "The authtoken credential %s has been revoked\nand is no longer valid.", id)
+	}
+	if errors.Is(err, store.ErrUnknownCredential) || (err == nil && !cred.Active) {
+		return fail(ep.AgentCodeUnknownToken, "The authtoken you specified is properly formed, but it is invalid.\nYour authtoken: %s\nThis usually happens when the credential was deleted or its owner deactivated.", redact(token))
+	}
+	if err != nil {
+		s.gw.log.Warn("agent auth: store unavailable", "err", err)
+		_ = writeReply(st, authResp{Version: s.version, Error: errorText(ep.AgentCodeUnknownToken, "edgeplane cannot check your authtoken right now; try again shortly.")})
+		return false
+	}
+	s.cred = cred
+	// A reconnecting agent presents its session id again; it keeps it unless it is online here
+	// already (the same agent with two connections, or a stranger's guess).
+	if ep.ValidID("ts", m.ClientID) && s.gw.session(m.ClientID) == nil {
+		s.id = m.ClientID
+	} else {
+		s.id, _ = ep.NewID("ts")
+	}
+	if !s.gw.addSession(s) {
+		return false
+	}
+	if err := s.putRow(ctx); err != nil {
+		s.gw.log.Warn("agent auth: cannot record the session", "err", err)
+		_ = writeReply(st, authResp{Version: s.version, Error: errorText(ep.AgentCodeUnknownToken, "edgeplane cannot record your session right now; try again shortly.")})
+		return false
+	}
+	resp := authResp{Version: s.version, ClientID: s.id, Extra: authRespExtra{Version: s.gw.cfg.Version, Cookie: s.id, AccountName: ""}}
+	if err := writeReply(st, resp); err != nil {
+		return false
+	}
+	s.gw.log.Info("agent session started", "session", s.id, "credential", cred.ID, "remote", s.remote.String(),
+		"agent", m.Extra.UserAgent, "version", s.version)
+	return true
+}
+
+// redact shows the start of a token in messages, never the whole secret.
+func redact(token string) string {
+	if len(token) > 8 {
+		return token[:8] + "…"
+	}
+	return token
+}
+
+func (s *session) tunnel(id string) *Tunnel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tunnels[id]
+}
+
+func (s *session) tunnelList() []*Tunnel {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Tunnel, 0, len(s.tunnels))
+	for _, t := range s.tunnels {
+		out = append(out, t)
+	}
+	return out
+}
+
+// removeTunnel takes a tunnel offline: the registry, its TCP listener, and its row.
+func (s *session) removeTunnel(t *Tunnel) {
+	s.mu.Lock()
+	if s.tunnels[t.id] != t {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.tunnels, t.id)
+	s.mu.Unlock()
+	s.gw.Registry.remove(t)
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if err := s.gw.cfg.Store.DeleteAgentTunnel(ctx, t.rowID, s.id, s.connID); err != nil {
+		s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
+	}
+}
+
+// stopTunnel takes a tunnel offline on the server's initiative and tells the agent, where its
+// protocol version allows (StopTunnel is misread by version-2 agents).
+func (s *session) stopTunnel(t *Tunnel, msg string) {
+	s.removeTunnel(t)
+	if s.version != "3" {
+		return
+	}
+	go func() {
+		st, err := s.mux.OpenTypedStream(typeStopTunnel)
+		if err != nil {
+			return
+		}
+		defer st.Close()
+		_ = st.SetWriteDeadline(time.Now().Add(rpcTimeout))
+		body, _ := json.Marshal(stopTunnelMsg{ID: t.id, Message: msg, ErrorCode: "ERR_NGROK_" + strconv.Itoa(ep.AgentCodeNotReserved)})
+		_, _ = st.Write(body)
+		_ = st.CloseWrite()
+	}()
+}
+
+// close ends the session: its tunnels go offline and its rows are deleted.
+func (s *session) close() {
+	s.once.Do(func() {
+		close(s.done)
+		if s.mux != nil {
+			s.mux.Close()
+		} else {
+			s.conn.Close()
+		}
+		s.gw.removeSession(s)
+		for _, t := range s.tunnelList() {
+			s.gw.Registry.remove(t)
+		}
+		if s.rows {
+			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+			defer cancel()
+			if err := s.gw.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {
+				s.gw.log.Warn("cannot delete a session row", "session", s.id, "err", err)
+			}
+		}
+		if s.authed.Load() {
+			s.gw.log.Info("agent session closed", "session", s.id)
+		}
+	})
+}
+
+// capable reports whether the agent said it handles a command: the field is "" when it does,
+// null when it is too old to know it, and a reason when it does not.
+func capable(field *string) bool { return field != nil && *field == "" }
+
+// ErrUnsupported is returned for a command the agent did not declare support for.
+var ErrUnsupported = errors.New("the agent does not support this command")
+
+// command sends Restart, Stop or Update and waits for the agent's one JSON reply (agents leave
+// the stream open after it).
+func (s *session) command(ctx context.Context, typ muxado.StreamType, body any) error {
+	switch typ {
+	case typeRestart:
+		if !capable(s.auth.Extra.RestartUnsupportedError) {
+			return ErrUnsupported
+		}
+	case typeStop:
+		if !capable(s.auth.Extra.StopUnsupportedError) {
+			return ErrUnsupported
+		}
+	case typeUpdate:
+		if !capable(s.auth.Extra.UpdateUnsupportedError) {
+			return ErrUnsupported
+		}
+	}
+	st, err := s.mux.OpenTypedStream(typ)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	msg, _ := json.Marshal(body)
+	deadline := time.Now().Add(5 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = st.SetDeadline(deadline)
+	if _, err := st.Write(msg); err != nil {
+		return err
+	}
+	var resp errorResp
+	if err := readJSON(st, &resp); err != nil {
+		return err
+	}
+	if resp.Error != "" {
+		return errors.New(resp.Error)
+	}
+	return nil
+}
+
+// remoteIP is the agent's address for the API.
+func (s *session) remoteIP() string {
+	if !s.remote.IsValid() {
+		h, _, _ := net.SplitHostPort(s.conn.RemoteAddr().String())
+		return h
+	}
+	return s.remote.Addr().Unmap().String()
+}
