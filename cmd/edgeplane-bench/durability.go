@@ -48,7 +48,7 @@ func (b *runner) durability(ctx context.Context, dsn string, ds *dataset, create
 	}
 	defer group.stop()
 	createReq := func(c *child) workload {
-		return workload{reqs: []*req{request("POST", c.addr, "/ip_policy_rules", ds.writes.token, createBody)}, want: 201}
+		return workload{reqs: ds.createReqs(c.addr, "192.0.2.0/24", "allow", "created by the benchmark"), want: 201}
 	}
 	for _, c := range b.cfg.conc {
 		cs := []contender{{srvFull, srv, createReq(srv)}, {srvFullOne, one, createReq(one)}}
@@ -74,9 +74,8 @@ func (b *runner) crashCheck(ctx context.Context, engine, dsn string, ds *dataset
 		mu    sync.Mutex
 		acked []string
 	)
-	body := []byte(`{"ip_policy_id":"` + ds.writes.policy + `","cidr":"198.51.100.0/24","action":"deny","description":"crash check"}`)
 	wl := workload{
-		reqs: []*req{request("POST", srv.addr, "/ip_policy_rules", ds.writes.token, body)},
+		reqs: ds.createReqs(srv.addr, "198.51.100.0/24", "deny", "crash check"),
 		want: 201,
 		onBody: func(body []byte) {
 			id := idOf(body)

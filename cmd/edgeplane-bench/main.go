@@ -17,7 +17,8 @@
 //
 //	go run ./cmd/edgeplane-bench [-duration 3s] [-large 1000000] [-out bench/results.md]
 //
-// or `make bench`.
+// or `make bench`. `edgeplane-bench traffic` is the data-plane benchmark instead (issue 22, see
+// traffic.go), or `make bench-traffic`.
 package main
 
 import (
@@ -65,10 +66,23 @@ func main() {
 		case "reference-server":
 			exit(referenceServer(os.Args[2:]))
 			return
+		case "traffic-upstream":
+			exit(trafficUpstream(os.Args[2:]))
+			return
+		case "traffic-proxy":
+			exit(trafficProxy(os.Args[2:]))
+			return
+		case "traffic-agent":
+			exit(trafficAgent(os.Args[2:]))
+			return
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "traffic" {
+		exit(trafficBench(ctx, os.Args[2:]))
+		return
+	}
 	exit(bench(ctx, os.Args[1:]))
 }
 
@@ -267,7 +281,8 @@ func (b *runner) engine(ctx context.Context, engine, dsn string) error {
 		}
 		return out
 	}
-	createBody := []byte(`{"ip_policy_id":"` + ds.writes.policy + `","cidr":"192.0.2.0/24","action":"allow","description":"created by the benchmark"}`)
+	const createCIDR, createDesc = "192.0.2.0/24", "created by the benchmark"
+	createBody := createBody(ds.writes.policy, createCIDR, "allow", createDesc)
 	patchBody := []byte(`{"description":"patched by the benchmark","metadata":"{\"run\":1}"}`)
 	var patches []*req
 	for _, id := range ds.small.rules {
@@ -313,7 +328,7 @@ func (b *runner) engine(ctx context.Context, engine, dsn string) error {
 		{fmt.Sprintf(scListRandom, small), "get", workload{reqs: listRandom(ds.small), want: 200}, []int{1}},
 		{fmt.Sprintf(scListRandom, large), "get", workload{reqs: listRandom(ds.large), want: 200}, []int{1}},
 		{scPatch, "post", workload{reqs: patches, want: 200}, b.cfg.conc},
-		{scCreate, "post", workload{reqs: []*req{request("POST", host, "/ip_policy_rules", ds.writes.token, createBody)}, want: 201}, b.cfg.conc},
+		{scCreate, "post", workload{reqs: ds.createReqs(host, createCIDR, "allow", createDesc), want: 201}, b.cfg.conc},
 	}
 	for _, sc := range scenarios {
 		if b.cfg.only != "" && !strings.Contains(sc.name, b.cfg.only) {
@@ -349,7 +364,9 @@ func (b *runner) startEdgeplane(engine, dsn, durability string) (*child, error) 
 		return startChild("reference "+engine, b.self, []string{"reference-server", "--listen", "{addr}", "--db", dsn,
 			"--cpuprofile", b.cfg.profile}, b.cfg.serverEnv, filepath.Join(b.work, "reference-"+engine+".log"))
 	}
-	args := []string{"serve", "--listen", "{addr}", "--db", dsn}
+	// The API alone: the data plane (its listeners and routing plan) is measured by its own
+	// benchmark, and its fixed default ports would collide between runs.
+	args := []string{"serve", "--listen", "{addr}", "--db", dsn, "--agent-listen", ""}
 	if durability != "normal" {
 		args = append(args, "--durability", durability)
 	}
@@ -387,79 +404,6 @@ type contender struct {
 	server string
 	srv    *child
 	wl     workload
-}
-
-// measure runs one scenario in rounds that alternate with the baseline of its family at the same
-// concurrency, and records it with that paired baseline.
-func (b *runner) measure(ctx context.Context, engine, server, scenario, family string, conc int, srv *child, wl workload) error {
-	return b.measureAll(ctx, engine, scenario, family, conc, []contender{{server, srv, wl}})
-}
-
-// measureAll measures several servers in one scenario, in rounds that rotate through them and the
-// baseline, so that every one of them sees the same background load of this shared machine.
-func (b *runner) measureAll(ctx context.Context, engine, scenario, family string, conc int, cs []contender) error {
-	rounds := b.cfg.rounds
-	o := loadOpts{conc: conc, warmup: b.cfg.warmup / time.Duration(rounds), window: b.cfg.window / time.Duration(rounds),
-		maxRequests: b.cfg.maxRequests / rounds, netHTTP: b.cfg.netHTTP}
-	all := cs
-	if b.base != nil {
-		all = append([]contender{{"baseline", b.base, b.baseWL[family]}}, cs...)
-	}
-	samples := make([]sample, len(all))
-	before := make([]storeCounters, len(cs))
-	for i, c := range cs {
-		before[i], _ = c.srv.counters()
-	}
-	for i := range rounds {
-		for k := range all {
-			j := (i + k) % len(all) // rotate which goes first, so a drift of the load evens out
-			s, err := run(ctx, all[j].srv, all[j].wl, o)
-			if err != nil {
-				return err
-			}
-			samples[j].add(s)
-		}
-	}
-	var base *sample
-	if b.base != nil {
-		bs := samples[0]
-		base = &bs
-		b.addBaseline(engine, family, conc, bs)
-		samples = samples[1:]
-	}
-	for i, c := range cs {
-		es := samples[i]
-		r := row{engine: engine, server: c.server, scenario: scenario, family: family, conc: conc, s: es, base: base}
-		b.rows = append(b.rows, r)
-		store := ""
-		if after, ok := c.srv.counters(); ok {
-			store = after.since(before[i])
-		}
-		ratio := ""
-		if base != nil && base.rps() > 0 {
-			ratio = fmt.Sprintf("(%.0f%% of baseline %.0f req/s, p99 %.2f×)", 100*es.rps()/base.rps(), base.rps(), float64(es.p99)/float64(max(1, base.p99)))
-		}
-		logf("%-8s %-28s %-58s c=%-3d %8.0f req/s  p50 %7s  p99 %7s  cpu %6s/req  rss %4d MB  errors %d %s %s %s",
-			engine, c.server, scenario, conc, es.rps(), fmtDur(es.p50), fmtDur(es.p99), fmtDur(es.cpuPerReq()), es.peakRSS>>20, es.errors, ratio, store, es.firstErr)
-	}
-	return nil
-}
-
-// addBaseline merges a paired baseline measurement into the engine's baseline row of its family
-// and concurrency, which the table shows for reference.
-func (b *runner) addBaseline(engine, family string, conc int, s sample) {
-	name := scBaseGet
-	if family == "post" {
-		name = scBasePost
-	}
-	for i := range b.rows {
-		r := &b.rows[i]
-		if r.engine == engine && r.server == "baseline" && r.family == family && r.conc == conc {
-			r.s.add(s)
-			return
-		}
-	}
-	b.rows = append(b.rows, row{engine: engine, server: "baseline", scenario: name, family: family, conc: conc, s: s})
 }
 
 func humanCount(n int) string {

@@ -30,6 +30,9 @@ type account struct {
 type dataset struct {
 	small, large, writes account
 	smallN, largeN       int
+	// writePolicies are the policies of the writes account that the create scenarios fill
+	// (writes.go).
+	writePolicies []string
 }
 
 // ruleCreate is the create body of the i-th seeded rule.
@@ -90,6 +93,10 @@ func seed(ctx context.Context, dsn string, smallN, largeN int, logf func(string,
 			return nil, err
 		}
 		*a.dst = account{caller: admin, token: *key.(*ep.APIKey).Token, policy: pol.Base().ID}
+	}
+	if err := seedWritePolicies(ctx, st, ds); err != nil {
+		st.Close()
+		return nil, err
 	}
 	// The reference rule, written by the store.
 	refBody := ruleCreate(ds.writes.policy, 7)

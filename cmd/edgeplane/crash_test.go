@@ -408,7 +408,7 @@ func (w *crashWriter) step(p *proc, cycle int) error {
 			return w.update(p, o, "PUT", o.path+"/tls_termination", map[string]any{"terminate_at": "edge", "min_version": v},
 				map[string]any{"tls_termination.min_version": v})
 		}
-		v := `{"on_tcp_connect":[{"actions":[{"type":"deny"}]}],"note":"` + w.marker(cycle) + `"}`
+		v := `{"on_tcp_connect":[{"name":"` + w.marker(cycle) + `","actions":[{"type":"deny"}]}]}`
 		return w.update(p, o, "PUT", o.path+"/traffic_policy", map[string]any{"module": map[string]any{"value": v}},
 			map[string]any{"traffic_policy.value": v})
 	default:

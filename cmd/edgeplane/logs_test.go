@@ -161,9 +161,9 @@ func ecKeyPEM(t *testing.T, k *ecdsa.PrivateKey) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
 }
 
-// TestNoDatabasePasswordInLogs: the password of a PostgreSQL DSN appears in no log line (the
-// README promises it never appears in edgeplane's messages). Runs when EDGEPLANE_TEST_POSTGRES
-// is set.
+// TestNoDatabasePasswordInLogs: the password of a PostgreSQL DSN appears in no log line
+// (docs/operations.md, "Running several replicas", promises it never appears in edgeplane's
+// messages). Runs when EDGEPLANE_TEST_POSTGRES is set.
 func TestNoDatabasePasswordInLogs(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.Postgres(t)

@@ -1,12 +1,15 @@
 // Command edgeplane is the self-hosted server for the Edge Ingress Management API.
 //
-//	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [--service-domains LIST] [--cname-zone ZONE]
+//	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
+//	edgeplane secrets new-key | rotate [--db DSN]
+//	edgeplane export [--db DSN] > backup.json
+//	edgeplane import [--db DSN] < backup.json
 //	edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
 //	edgeplane version
 //
-// Every flag can also come from the environment (EDGEPLANE_LISTEN, EDGEPLANE_DB,
-// EDGEPLANE_BASE_URL, EDGEPLANE_SERVICE_DOMAINS, EDGEPLANE_CNAME_ZONE); a flag given on the
-// command line wins.
+// Every flag of serve can also come from the environment (EDGEPLANE_LISTEN, EDGEPLANE_DB, …: the
+// flag's help names its variable); a flag given on the command line wins. `edgeplane COMMAND -h`
+// prints a command's flags on stdout.
 package main
 
 import (
@@ -22,12 +25,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/internal/serving"
 	"github.com/edgeplane/edgeplane/server"
 	"github.com/edgeplane/edgeplane/store"
@@ -48,6 +51,12 @@ const (
 	shutdownTimeout   = 15 * time.Second
 	// defaultMaxConnections bounds concurrent client connections (--max-connections).
 	defaultMaxConnections = 1024
+	// defaultMaxConnectionsPerIP bounds those from one client address
+	// (--max-connections-per-ip): one address cannot take every slot.
+	defaultMaxConnectionsPerIP = 256
+	// unauthenticatedIdleTimeout is the default of --unauthenticated-idle-timeout: how long a
+	// keep-alive connection that never sent a valid API key may wait for its next request.
+	unauthenticatedIdleTimeout = 5 * time.Second
 )
 
 func main() {
@@ -56,6 +65,9 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h printed the flags: asking for help is not a failure
+		}
+		if errors.Is(err, errReported) {
+			os.Exit(1)
 		}
 		fmt.Fprintln(os.Stderr, "edgeplane:", err)
 		os.Exit(1)
@@ -66,8 +78,9 @@ const usage = `usage:
   edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
   edgeplane secrets new-key | rotate [--db DSN]
   edgeplane export [--db DSN] > backup.json
-  edgeplane import [--db DSN] < backup.json [--service-domains LIST] [--cname-zone ZONE]
+  edgeplane import [--db DSN] < backup.json
   edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
+  edgeplane ca [--db DSN] > edgeplane-ca.pem
   edgeplane version`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,8 +93,12 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], stderr)
+		return serveError(stderr, args[1:], serve(ctx, args[1:], stdout, stderr))
 	case "apikey":
+		if len(args) >= 2 && isHelp(args[1]) {
+			fmt.Fprintln(stdout, usage)
+			return nil
+		}
 		if len(args) < 2 || args[1] != "create" {
 			return errors.New(usage)
 		}
@@ -91,7 +108,9 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	case "export":
 		return export(ctx, args[1:], stdout, stderr)
 	case "import":
-		return importBackup(ctx, args[1:], stdin, stderr)
+		return importBackup(ctx, args[1:], stdin, stdout, stderr)
+	case "ca":
+		return printCA(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "edgeplane", versionString())
 		return nil
@@ -112,138 +131,8 @@ func versionString() string {
 	return "dev"
 }
 
-// env returns the environment variable's value, or def when it is unset or empty.
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-// secretsCmd manages the key that encrypts private keys at rest: new-key prints a fresh key for
-// EDGEPLANE_SECRET_KEY; rotate re-encrypts every secret with the first key of
-// EDGEPLANE_SECRET_KEY=NEW,OLD so the old key can be dropped.
-func secretsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New(usage)
-	}
-	switch args[0] {
-	case "new-key":
-		if len(args) > 1 {
-			return fmt.Errorf("secrets new-key takes no arguments")
-		}
-		fmt.Fprintln(stdout, store.NewSecretKey())
-		return nil
-	case "rotate":
-		fs := newFlags("secrets rotate", stderr)
-		dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() > 0 {
-			return fmt.Errorf("secrets rotate takes no arguments, got %q", fs.Args())
-		}
-		st, err := store.Open(ctx, *dsn)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		n, err := st.RotateSecrets(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "edgeplane: re-encrypted %d secrets with the first key of %s\n", n, store.SecretKeyEnv)
-		return nil
-	}
-	return fmt.Errorf("unknown secrets command %q\n%s", args[0], usage)
-}
-
-// export writes a backup of the whole database to stdout.
-func export(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("export", stderr)
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database to back up (env EDGEPLANE_DB)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("export takes no arguments, got %q; redirect stdout to a file", fs.Args())
-	}
-	st, err := store.Open(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	return st.Export(ctx, stdout)
-}
-
-// importBackup restores a backup from stdin into an empty database.
-func importBackup(ctx context.Context, args []string, stdin io.Reader, stderr io.Writer) error {
-	fs := newFlags("import", stderr)
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "empty database to restore into (env EDGEPLANE_DB)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("import takes no arguments, got %q; redirect stdin from a file", fs.Args())
-	}
-	st, err := store.Open(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.Import(ctx, stdin); err != nil {
-		return err
-	}
-	fmt.Fprintln(stderr, "edgeplane: backup restored")
-	return nil
-}
-
-// newLogger makes the process logger: text (logfmt-like) or JSON lines on stderr.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}
-
-// splitList splits a comma-separated flag value, dropping empty entries.
-func splitList(s string) []string {
-	var out []string
-	for v := range strings.SplitSeq(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// envInt is env for a number; a value that is not one is reported when the flag is checked.
-func envInt(name string, def int) int {
-	if v := os.Getenv(name); v != "" {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
-		return -1
-	}
-	return def
-}
-
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("edgeplane "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func serve(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stdout, stderr)
 	listen := fs.String("listen", env("EDGEPLANE_LISTEN", "127.0.0.1:8080"), "address to listen on (env EDGEPLANE_LISTEN)")
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
 	baseURL := fs.String("base-url", env("EDGEPLANE_BASE_URL", ""), "public base URL used in every uri (env EDGEPLANE_BASE_URL; default http://<listen address>)")
@@ -267,9 +156,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		"comma-separated origins browsers may call the API from; * for any, \"\" for none (env EDGEPLANE_CORS_ORIGINS)")
 	maxConnections := fs.Int("max-connections", envInt("EDGEPLANE_MAX_CONNECTIONS", defaultMaxConnections),
 		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
+	maxConnectionsPerIP := fs.Int("max-connections-per-ip", envInt("EDGEPLANE_MAX_CONNECTIONS_PER_IP", defaultMaxConnectionsPerIP),
+		"most client connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_MAX_CONNECTIONS_PER_IP)")
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
-	var timeout struct{ readHeader, read, write, idle time.Duration }
+	dpFlags := addDataPlaneFlags(fs)
+	var timeout struct{ readHeader, read, write, idle, unauthIdle time.Duration }
 	timeoutFlags := []struct {
 		name, env, usage string
 		def              time.Duration
@@ -284,6 +176,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			writeTimeout, &timeout.write, nil},
 		{"idle-timeout", "EDGEPLANE_IDLE_TIMEOUT", "longest a keep-alive connection may wait for its next request; keep it above a load balancer's idle timeout",
 			idleTimeout, &timeout.idle, nil},
+		{"unauthenticated-idle-timeout", "EDGEPLANE_UNAUTHENTICATED_IDLE_TIMEOUT", "longest a keep-alive connection that never sent a valid API key may wait for its next request",
+			unauthenticatedIdleTimeout, &timeout.unauthIdle, nil},
 	}
 	for i := range timeoutFlags {
 		f := &timeoutFlags[i]
@@ -309,11 +203,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := settings.ParseTCPAddrs(*tcpHost, *tcpPorts); err != nil {
 		return err
 	}
-	if *maxConnections < 1 {
-		return fmt.Errorf("--max-connections must be at least 1, got %d", *maxConnections)
+	if err := atLeast(fs, "max-connections", "EDGEPLANE_MAX_CONNECTIONS", *maxConnections, 1); err != nil {
+		return err
 	}
-	if *maxConns < 1 {
-		return fmt.Errorf("--db-max-conns must be at least 1, got %d", *maxConns)
+	if err := atLeast(fs, "max-connections-per-ip", "EDGEPLANE_MAX_CONNECTIONS_PER_IP", *maxConnectionsPerIP, 0); err != nil {
+		return err
+	}
+	if err := atLeast(fs, "db-max-conns", "EDGEPLANE_DB_MAX_CONNS", *maxConns, 1); err != nil {
+		return err
 	}
 	durability, err := store.ParseDurability(*durabilityFlag)
 	if err != nil {
@@ -344,6 +241,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
+	dp, err := dpFlags.listen()
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
 	var mln net.Listener
 	if *metricsListen != "" {
 		if mln, err = net.Listen("tcp", *metricsListen); err != nil {
@@ -361,12 +263,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// A secret this process cannot decrypt would make every use of it a 500: refuse to start.
+	if err := st.CheckSecrets(ctx); err != nil {
+		return err
+	}
+	// Before the store closes: ending the agents' sessions deletes their rows.
+	defer dp.Close()
 	settings.BaseURL = strings.TrimRight(base, "/") // for URLs rules generate, such as SAML's
 	st.SetSettings(settings)
-	if err := bootstrap(ctx, st, stderr); err != nil {
+	if err := bootstrap(ctx, st, tokenAnnouncer(stderr, log, *logFormat)); err != nil {
 		return err
 	}
 
+	if err := dp.start(ctx, dpFlags, st, settings, log); err != nil {
+		return err
+	}
 	metrics := server.NewMetrics(st)
 	if mln != nil {
 		mux := http.NewServeMux()
@@ -379,16 +290,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	srv := &http.Server{
 		Handler: server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
 			MetricsOnMain: *metricsListen == "", CORSOrigins: splitList(*corsOrigins), RateLimit: limit,
-			WriteTimeout: timeout.write}),
+			WriteTimeout: timeout.write, Agents: dp.commander()}),
 		ReadHeaderTimeout: timeout.readHeader,
 		ReadTimeout:       timeout.read,
 		WriteTimeout:      timeout.write,
 		IdleTimeout:       timeout.idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Until a request of the connection presents a valid API key, it waits at most
+		// --unauthenticated-idle-timeout between requests.
+		ConnContext: netx.ConnContext,
+		ConnState:   netx.ConnState,
 	}
+	limited := netx.Limit(ln, netx.Limits{Max: *maxConnections, PerAddr: *maxConnectionsPerIP, UntrustedIdle: timeout.unauthIdle})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(server.LimitListener(ln, *maxConnections)) }()
+	go func() { errc <- srv.Serve(limited) }()
 	log.Info("edgeplane listening", "addr", ln.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(*dsn), "version", versionString())
 
 	select {
@@ -405,67 +321,5 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")
-	return nil
-}
-
-// bootstrap gives an empty database its first account, admin and API key, and prints the token
-// once. When several replicas start together on one empty database, only the one that created
-// the account creates the key.
-func bootstrap(ctx context.Context, st *store.Store, stderr io.Writer) error {
-	if has, err := st.HasAccounts(ctx); err != nil || has {
-		return err
-	}
-	admin, created, err := st.EnsureAccount(ctx, "default")
-	if err != nil || !created {
-		return err
-	}
-	token, err := newKey(ctx, st, admin, "created at first start")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "edgeplane: this database was empty, so account \"default\" and its first admin API key were created.\n"+
-		"API key token (save it now; it will not be shown again):\n\n    %s\n\n", token)
-	return nil
-}
-
-func newKey(ctx context.Context, st *store.Store, admin ep.Caller, description string) (string, error) {
-	doc, err := st.Create(ctx, admin, ep.APIKeys, "", &ep.APIKeyCreate{AnnotationFields: ep.AnnotationFields{Description: &description}})
-	if err != nil {
-		return "", err
-	}
-	return *doc.(*ep.APIKey).Token, nil
-}
-
-func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("apikey create", stderr)
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
-	account := fs.String("account", "default", "account name; created with its admin user when absent")
-	description := fs.String("description", "", "description of the new key")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("apikey create takes no arguments, got %q (did you mean --account %s?)", fs.Args(), fs.Arg(0))
-	}
-	if *account == "" {
-		return errors.New("--account must not be empty")
-	}
-	if len(*description) > ep.MaxDescription {
-		return fmt.Errorf("--description must be at most %d bytes", ep.MaxDescription)
-	}
-	st, err := store.Open(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	admin, _, err := st.EnsureAccount(ctx, *account)
-	if err != nil {
-		return err
-	}
-	token, err := newKey(ctx, st, admin, *description)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, token)
 	return nil
 }

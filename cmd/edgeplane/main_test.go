@@ -379,25 +379,6 @@ func TestAPIKeyCreateTwiceGivesTwoWorkingTokens(t *testing.T) {
 	}
 }
 
-func TestAPIKeyCreateOnNeverServedDatabase(t *testing.T) {
-	t.Parallel()
-	db := filepath.Join(t.TempDir(), "fresh.db")
-	tok := createKey(t, nil, "--db", db, "--description", "made offline")
-
-	// The account exists now, so serve does not bootstrap, and the token works.
-	p := startServer(t, db)
-	if stderr := p.Stderr.String(); strings.Contains(stderr, tokenSentence) {
-		t.Errorf("serve bootstrapped a database that apikey create had already given an account; stderr:\n%s", stderr)
-	}
-	l := listKeys(t, p, tok)
-	if len(l.Keys) != 1 {
-		t.Fatalf("GET /api_keys: %d keys, want 1", len(l.Keys))
-	}
-	if got := string(l.Keys[0]["description"]); got != `"made offline"` {
-		t.Errorf("description = %s, want \"made offline\"", got)
-	}
-}
-
 // --- 4. PostgreSQL --------------------------------------------------------------------------
 
 // closingServer accepts TCP connections and closes them at once: a PostgreSQL address that
@@ -538,25 +519,25 @@ func TestEnvironmentConfiguresAPIKeyCreate(t *testing.T) {
 	dir := t.TempDir()
 	envDB, flagDB := filepath.Join(dir, "env.db"), filepath.Join(dir, "flag.db")
 
-	// EDGEPLANE_DB alone.
-	tok := createKey(t, []string{"EDGEPLANE_DB=" + envDB})
-	if _, err := os.Stat(envDB); err != nil {
-		t.Fatalf("EDGEPLANE_DB was not used by apikey create: %v", err)
-	}
+	// EDGEPLANE_DB alone: the key lands in that database (apikey create makes none).
 	p := startServer(t, envDB)
-	if l := listKeys(t, p, tok); len(l.Keys) != 1 {
-		t.Errorf("GET /api_keys: %d keys, want 1", len(l.Keys))
+	tok := createKey(t, []string{"EDGEPLANE_DB=" + envDB})
+	if l := listKeys(t, p, tok); len(l.Keys) != 2 {
+		t.Errorf("GET /api_keys: %d keys, want 2 (bootstrap + apikey create)", len(l.Keys))
 	}
 
 	// --db wins over EDGEPLANE_DB.
-	otherDir := t.TempDir()
-	otherEnvDB := filepath.Join(otherDir, "env.db")
-	createKey(t, []string{"EDGEPLANE_DB=" + otherEnvDB}, "--db", flagDB)
-	if _, err := os.Stat(flagDB); err != nil {
-		t.Errorf("--db was not used by apikey create: %v", err)
+	newDatabase(t, flagDB)
+	otherDB := filepath.Join(t.TempDir(), "env.db")
+	newDatabase(t, otherDB)
+	flagTok := createKey(t, []string{"EDGEPLANE_DB=" + otherDB}, "--db", flagDB)
+	q := startServer(t, flagDB)
+	if l := listKeys(t, q, flagTok); len(l.Keys) != 1 {
+		t.Errorf("--db was not used by apikey create: %d keys", len(l.Keys))
 	}
-	if _, err := os.Stat(otherEnvDB); err == nil {
-		t.Errorf("EDGEPLANE_DB was used by apikey create although --db was given")
+	r := startServer(t, otherDB)
+	if status, _ := call(t, "GET", r.url("/api_keys"), flagTok, ""); status != http.StatusUnauthorized {
+		t.Errorf("EDGEPLANE_DB was used by apikey create although --db was given: status %d", status)
 	}
 }
 

@@ -108,7 +108,7 @@ func TestNoSecretAtRest(t *testing.T) {
 	old, _ := os.ReadFile(db + ".key")
 	newKey, _, _ := runBin(t, nil, "secrets", "new-key")
 	both := "EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey) + "," + strings.TrimSpace(string(old))
-	if out, code := runEnv(t, []string{both}, "secrets", "rotate", "--db", db); code != 0 || !strings.Contains(out, "re-encrypted 2 secrets") {
+	if out, code := runEnv(t, []string{both}, "secrets", "rotate", "--db", db); code != 0 || !strings.Contains(out, "re-encrypted 2 secrets (of objects and of the deployment)") {
 		t.Fatalf("rotate: %d %s", code, out)
 	}
 	q := startServe(t, "", []string{"EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey)}, "--db", db, "--listen", "127.0.0.1:0")

@@ -47,13 +47,3 @@ func TestAPIKeyCreateRefusesArguments(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
-
-func TestHelpExitsZero(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{{"serve", "-h"}, {"apikey", "create", "--help"}} {
-		_, stderr, code := runBin(t, nil, args...)
-		if code != 0 || !strings.Contains(stderr, "-db") {
-			t.Fatalf("%q: exit %d, stderr %q", args, code, stderr)
-		}
-	}
-}

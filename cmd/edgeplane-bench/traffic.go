@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The traffic benchmark (issue 22): `edgeplane-bench traffic`, or `make bench-traffic`. In one
+// process tree on this machine it runs a plain net/http upstream, net/http's ReverseProxy in
+// front of it (the one-hop reference, on a plain and a TLS listener), and `edgeplane serve` with
+// its data plane and an ngrok-go agent forwarding to the same upstream, and measures requests
+// through each path, alternating the paths over several rounds. See trafficUsage.
+const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-out bench/traffic.md]`
+
+// Names of the paths, as the table shows them.
+const (
+	pathDirect    = "direct (client → upstream)"
+	pathProxy     = "one-hop ReverseProxy, HTTP"
+	pathProxyTLS  = "one-hop ReverseProxy, HTTPS"
+	pathEdge      = "edgeplane HTTPS edge → agent"
+	pathEndpoint  = "edgeplane https endpoint → agent"
+	pprofEnv      = "EDGEPLANE_BENCH_PPROF"
+	pprofFileName = "zz_edgeplane_bench_pprof.go"
+)
+
+type trafficConfig struct {
+	window, warmup time.Duration
+	conc           []int
+	rounds         int
+	bulk           int64
+	out            string
+	binary         string
+	keep           bool
+	profile        string
+}
+
+// trafficRunner holds one run of the traffic benchmark.
+type trafficRunner struct {
+	cfg        trafficConfig
+	work, self string
+	serverEnv  []string
+	paths      []*trafficPath
+	rounds     map[resultKey][]round
+	bulk       []bulkRow
+	notes      []string
+	pprofAddr  string
+	world      *edgeplaneWorld
+}
+
+type resultKey struct {
+	path string
+	conc int
+}
+
+// bulkRow is one transfer of the bulk table.
+type bulkRow struct {
+	path, direction string
+	t               transfer
+}
+
+func trafficBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("edgeplane-bench traffic", flag.ContinueOnError)
+	var cfg trafficConfig
+	fs.DurationVar(&cfg.window, "duration", 2*time.Second, "measured time of each path in each round")
+	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up of each path in each round")
+	concs := fs.String("concurrency", "16,64", "comma-separated concurrencies")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per concurrency, rotating through the paths; the table shows medians")
+	bulk := fs.String("bulk", "1GiB", "size of each bulk download and upload (e.g. 256MiB, 1GiB; 0 skips them)")
+	fs.StringVar(&cfg.out, "out", "bench/traffic.md", "Markdown file for the results (empty: stdout only)")
+	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory (database and logs)")
+	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for s := range strings.SplitSeq(*concs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 256 {
+			return fmt.Errorf("-concurrency: %q is not a number from 1 to 256", s)
+		}
+		cfg.conc = append(cfg.conc, n)
+	}
+	size, err := parseSize(*bulk)
+	if err != nil {
+		return fmt.Errorf("-bulk: %w", err)
+	}
+	cfg.bulk = size
+	if cfg.window <= 0 || cfg.window > time.Minute || cfg.warmup < 0 || cfg.warmup > time.Minute {
+		return errors.New("-duration must be in (0, 1m] and -warmup in [0, 1m]")
+	}
+	if cfg.rounds < 1 || cfg.rounds > 50 {
+		return errors.New("-rounds must be from 1 to 50")
+	}
+	work, err := os.MkdirTemp("", "edgeplane-traffic-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		fmt.Fprintln(os.Stderr, "working directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b := &trafficRunner{cfg: cfg, work: work, self: self, rounds: map[resultKey][]round{}}
+	if b.cfg.profile != "" {
+		if b.pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		b.serverEnv = append(b.serverEnv, pprofEnv+"="+b.pprofAddr)
+	}
+	if b.cfg.binary == "" {
+		if err := b.build(ctx); err != nil {
+			return err
+		}
+	}
+	started := time.Now()
+	if err := b.run(ctx); err != nil {
+		return err
+	}
+	report := b.report(time.Since(started))
+	fmt.Print(report)
+	if cfg.out != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", cfg.out)
+	}
+	return nil
+}
+
+// build compiles edgeplane. With -profile it adds, through the go command's -overlay (the source
+// tree is not touched), a file that serves net/http/pprof's CPU profile on $EDGEPLANE_BENCH_PPROF.
+func (b *trafficRunner) build(ctx context.Context) error {
+	b.cfg.binary = filepath.Join(b.work, "edgeplane")
+	args := []string{"build", "-o", b.cfg.binary}
+	if b.cfg.profile != "" {
+		dir, err := exec.CommandContext(ctx, "go", "list", "-f", "{{.Dir}}", "github.com/edgeplane/edgeplane/cmd/edgeplane").Output()
+		if err != nil {
+			return fmt.Errorf("find cmd/edgeplane: %w", err)
+		}
+		src := filepath.Join(b.work, pprofFileName)
+		if err := os.WriteFile(src, []byte(pprofOverlaySource), 0o644); err != nil {
+			return err
+		}
+		overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{
+			filepath.Join(strings.TrimSpace(string(dir)), pprofFileName): src}})
+		path := filepath.Join(b.work, "overlay.json")
+		if err := os.WriteFile(path, overlay, 0o644); err != nil {
+			return err
+		}
+		args = append(args, "-overlay", path)
+	}
+	logf("building %s", b.cfg.binary)
+	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/edgeplane/edgeplane/cmd/edgeplane")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build edgeplane: %w", err)
+	}
+	return nil
+}
+
+// pprofOverlaySource is the file -profile adds to edgeplane's main package.
+const pprofOverlaySource = `package main
+
+import (
+	"net/http"
+	"net/http/pprof"
+	"os"
+)
+
+// init serves the CPU profile on $` + pprofEnv + ` (a build of edgeplane-bench traffic -profile only).
+func init() {
+	if addr := os.Getenv("` + pprofEnv + `"); addr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		go func() { _ = http.ListenAndServe(addr, mux) }()
+	}
+}
+`
+
+// run starts every process, measures, and stops them.
+func (b *trafficRunner) run(ctx context.Context) error {
+	up, err := startChild("upstream", b.self, []string{"traffic-upstream", "--listen", "{addr}"}, nil, filepath.Join(b.work, "upstream.log"))
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	certPath, keyPath, proxyCA, err := selfSigned(b.work, proxyHost)
+	if err != nil {
+		return err
+	}
+	tlsAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	proxy, err := startChild("reverse proxy", b.self, []string{"traffic-proxy", "--listen", "{addr}", "--tls-listen", tlsAddr,
+		"--cert", certPath, "--key", keyPath, "--upstream", "http://" + up.addr}, nil, filepath.Join(b.work, "proxy.log"))
+	if err != nil {
+		return err
+	}
+	defer proxy.stop()
+	logf("starting edgeplane and the agent")
+	w, err := b.startEdgeplaneWorld(ctx, "http://"+up.addr)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	b.world = w
+	tlsTo := func(pool *x509.CertPool, host string) *tls.Config {
+		return &tls.Config{RootCAs: pool, ServerName: host, NextProtos: []string{"http/1.1"},
+			ClientSessionCache: tls.NewLRUClientSessionCache(256)}
+	}
+	b.paths = []*trafficPath{
+		{name: pathDirect, addr: up.addr, host: up.addr},
+		{name: pathProxy, addr: proxy.addr, host: proxy.addr, middle: []*child{proxy}},
+		{name: pathProxyTLS, addr: tlsAddr, host: proxyHost, tls: tlsTo(proxyCA, proxyHost), middle: []*child{proxy}},
+		{name: pathEdge, addr: w.https, host: edgeHost, tls: tlsTo(w.ca, edgeHost), middle: []*child{w.srv, w.agent}},
+		{name: pathEndpoint, addr: w.https, host: endpointHost, tls: tlsTo(w.ca, endpointHost), middle: []*child{w.srv, w.agent}},
+	}
+	for _, p := range b.paths {
+		p.req = request("GET", p.host, "/", "", nil)
+		if err := waitPath(ctx, p); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.cfg.conc {
+		for i := range b.cfg.rounds {
+			for k := range b.paths {
+				p := b.paths[(i+k)%len(b.paths)] // rotate which goes first, so a drift of the load evens out
+				r, err := measureRound(ctx, p, c, b.cfg.warmup, b.cfg.window)
+				if err != nil {
+					return err
+				}
+				key := resultKey{p.name, c}
+				b.rounds[key] = append(b.rounds[key], r)
+				logf("c=%-3d round %d  %-34s %8.0f req/s  p50 %7s  p99 %7s  errors %d %s",
+					c, i+1, p.name, r.rps(), fmtDur(r.p50), fmtDur(r.p99), r.errors, r.firstErr)
+			}
+		}
+	}
+	if b.cfg.bulk > 0 {
+		b.measureBulk(ctx)
+	}
+	if b.cfg.profile != "" {
+		if err := b.writeProfiles(ctx); err != nil {
+			b.notes = append(b.notes, "profiles not written: "+err.Error())
+			logf("profiles: %v", err)
+		}
+	}
+	return ctx.Err()
+}
+
+// measureBulk downloads and then uploads cfg.bulk bytes through every path but the plain proxy.
+func (b *trafficRunner) measureBulk(ctx context.Context) {
+	for _, upload := range []bool{false, true} {
+		dir := "download"
+		if upload {
+			dir = "upload"
+		}
+		for _, p := range b.paths {
+			if p.name == pathProxy || ctx.Err() != nil {
+				continue
+			}
+			var ep *child
+			if len(p.middle) == 2 {
+				ep = p.middle[0]
+			}
+			t := bulkTransfer(ctx, p, upload, b.cfg.bulk, ep)
+			b.bulk = append(b.bulk, bulkRow{path: p.name, direction: dir, t: t})
+			logf("%-8s %-34s %s in %s: %.0f MB/s %v", dir, p.name, fmtSize(b.cfg.bulk), t.elapsed.Round(time.Millisecond), t.mbps(), t.err)
+		}
+	}
+}
+
+// writeProfiles takes CPU profiles of edgeplane and of the agent at once: under load through the
+// HTTPS edge at the highest concurrency, and during a bulk download through it.
+func (b *trafficRunner) writeProfiles(ctx context.Context) error {
+	if err := os.MkdirAll(b.cfg.profile, 0o755); err != nil {
+		return err
+	}
+	var edge *trafficPath
+	for _, p := range b.paths {
+		if p.name == pathEdge {
+			edge = p
+		}
+	}
+	conc := b.cfg.conc[len(b.cfg.conc)-1]
+	logf("profiling edgeplane and the agent (HTTPS edge, c=%d)", conc)
+	if err := b.profile(ctx, "", 10, func() error {
+		_, err := measureRound(ctx, edge, conc, 500*time.Millisecond, 11*time.Second)
+		return err
+	}); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("CPU profiles of edgeplane and the agent (10 s under requests through the HTTPS edge at c=%d", conc)
+	if b.cfg.bulk > 0 {
+		logf("profiling edgeplane and the agent (bulk download through the HTTPS edge)")
+		if err := b.profile(ctx, "-bulk", 5, func() error {
+			return bulkTransfer(ctx, edge, false, b.cfg.bulk, nil).err
+		}); err != nil {
+			return err
+		}
+		note += fmt.Sprintf("; *-bulk.pprof: the first 5 s of a %s download through it", fmtSize(b.cfg.bulk))
+	}
+	b.notes = append(b.notes, note+") written to "+b.cfg.profile+".")
+	return nil
+}
+
+// profile fetches seconds of CPU profile from edgeplane and the agent while load runs, into
+// edgeplane<suffix>.pprof and agent<suffix>.pprof.
+func (b *trafficRunner) profile(ctx context.Context, suffix string, seconds int, load func() error) error {
+	targets := map[string]string{"edgeplane" + suffix + ".pprof": b.pprofAddr, "agent" + suffix + ".pprof": b.world.agent.addr}
+	errc := make(chan error, len(targets))
+	for file, addr := range targets {
+		go func() {
+			errc <- fetchProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), filepath.Join(b.cfg.profile, file))
+		}()
+	}
+	err := load()
+	for range targets {
+		if e := <-errc; err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func fetchProfile(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: status %d", url, resp.StatusCode)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// waitPath waits until a GET through p answers 200 with the upstream's body.
+func waitPath(ctx context.Context, p *trafficPath) error {
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		cl := p.newDoer()
+		status, body, err := cl.do(p.req)
+		cl.close()
+		if err == nil && status == 200 && string(body) == string(upstreamBody) {
+			return nil
+		}
+		last = fmt.Sprintf("%d %v %.200s", status, err, body)
+	}
+	return fmt.Errorf("%s does not reach the upstream within 30 s (last: %s)", p.name, last)
+}
+
+// parseSize reads a byte count with an optional KiB, MiB or GiB suffix.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if v, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = v, m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (64<<30)/mult {
+		return 0, fmt.Errorf("%q is not a size from 0 to 64GiB", s)
+	}
+	return n * mult, nil
+}
+
+// fmtSize renders a byte count in the unit parseSize reads.
+func fmtSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/certmgr"
+	"github.com/edgeplane/edgeplane/ingress"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/pki"
+	"github.com/edgeplane/edgeplane/server"
+	"github.com/edgeplane/edgeplane/store"
+	"github.com/edgeplane/edgeplane/tunnel"
+)
+
+// The data plane's part of serve: the agent listener (TLS, then the agents' protocol), the
+// public HTTP and TLS listeners, and TCP endpoints' listeners, with edgeplane's own CA.
+
+// caName is the name of edgeplane's CA among the deployment's secrets.
+const caName = "edgeplane-ca"
+
+// dataPlaneFlags are serve's data plane flags.
+type dataPlaneFlags struct {
+	agentListen, httpListen, httpsListen, tcpListenHost *string
+	agentHostnames, agentCert, agentKey                 *string
+	outboundCA                                          *string
+	acme                                                *acmeFlags
+	// Connection limits (see connLimits).
+	agentMax, agentMaxPerIP, agentMaxUnauthPerIP *int
+	publicMax, publicMaxPerIP                    *int
+	fs                                           *flag.FlagSet
+}
+
+// Defaults of the data plane's connection limits. Agents behind one NAT share an address, and
+// so do the clients of a public endpoint behind a carrier's NAT: the per-address limits leave
+// room for many, and stop one address from taking every slot.
+const (
+	defaultAgentMax            = 4096
+	defaultAgentMaxPerIP       = 256
+	defaultAgentMaxUnauthPerIP = 32
+	defaultPublicMax           = 4096
+	defaultPublicMaxPerIP      = 256
+)
+
+func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
+	host, _ := os.Hostname()
+	hostnames := "localhost,127.0.0.1,::1"
+	if host != "" && host != "localhost" {
+		hostnames += "," + host
+	}
+	return &dataPlaneFlags{
+		agentListen: fs.String("agent-listen", env("EDGEPLANE_AGENT_LISTEN", "127.0.0.1:4443"),
+			`address agents connect to (TLS); "" turns the data plane off (env EDGEPLANE_AGENT_LISTEN)`),
+		httpListen: fs.String("http-listen", env("EDGEPLANE_HTTP_LISTEN", "127.0.0.1:8081"),
+			`public HTTP listener, routed by Host; "" turns it off (env EDGEPLANE_HTTP_LISTEN)`),
+		httpsListen: fs.String("https-listen", env("EDGEPLANE_HTTPS_LISTEN", "127.0.0.1:8443"),
+			`public TLS listener for HTTPS and TLS endpoints, routed by SNI; "" turns it off (env EDGEPLANE_HTTPS_LISTEN)`),
+		tcpListenHost: fs.String("tcp-listen-host", env("EDGEPLANE_TCP_LISTEN_HOST", "127.0.0.1"),
+			"host TCP endpoints listen on, each on the port of its address (env EDGEPLANE_TCP_LISTEN_HOST)"),
+		agentHostnames: fs.String("agent-hostnames", env("EDGEPLANE_AGENT_HOSTNAMES", hostnames),
+			"comma-separated names and IPs in the agent listener's certificate (env EDGEPLANE_AGENT_HOSTNAMES)"),
+		agentCert: fs.String("agent-tls-cert", env("EDGEPLANE_AGENT_TLS_CERT", ""),
+			"PEM certificate chain for the agent listener instead of one from edgeplane's CA (env EDGEPLANE_AGENT_TLS_CERT)"),
+		agentKey: fs.String("agent-tls-key", env("EDGEPLANE_AGENT_TLS_KEY", ""),
+			"PEM private key of --agent-tls-cert (env EDGEPLANE_AGENT_TLS_KEY)"),
+		outboundCA: fs.String("outbound-ca", env("EDGEPLANE_OUTBOUND_CA", ""),
+			"PEM file of CAs trusted, beside the system's, by the TLS connections edgeplane makes (static backends) (env EDGEPLANE_OUTBOUND_CA)"),
+		agentMax: fs.Int("agent-max-connections", envInt("EDGEPLANE_AGENT_MAX_CONNECTIONS", defaultAgentMax),
+			"most agent connections open at once; more wait in the backlog; 0 for no limit (env EDGEPLANE_AGENT_MAX_CONNECTIONS)"),
+		agentMaxPerIP: fs.Int("agent-max-connections-per-ip", envInt("EDGEPLANE_AGENT_MAX_CONNECTIONS_PER_IP", defaultAgentMaxPerIP),
+			"most agent connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_AGENT_MAX_CONNECTIONS_PER_IP)"),
+		agentMaxUnauthPerIP: fs.Int("agent-max-unauthenticated-per-ip", envInt("EDGEPLANE_AGENT_MAX_UNAUTHENTICATED_PER_IP", defaultAgentMaxUnauthPerIP),
+			"most agent connections from one IP address that have not authenticated yet; more are closed at once; 0 for no limit (env EDGEPLANE_AGENT_MAX_UNAUTHENTICATED_PER_IP)"),
+		publicMax: fs.Int("public-max-connections", envInt("EDGEPLANE_PUBLIC_MAX_CONNECTIONS", defaultPublicMax),
+			"most public connections open at once, HTTP, TLS and TCP endpoints together; more wait in the backlog; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS)"),
+		publicMaxPerIP: fs.Int("public-max-connections-per-ip", envInt("EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP", defaultPublicMaxPerIP),
+			"most public connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP)"),
+		acme: addACMEFlags(fs),
+		fs:   fs,
+	}
+}
+
+// connLimits checks the connection limit flags and returns the agent listener's limits and the
+// public listeners' (one limiter shared by HTTP, TLS and every TCP endpoint).
+func (f *dataPlaneFlags) connLimits() (agent, public netx.Limits, err error) {
+	for _, c := range []struct {
+		name, env string
+		v         int
+	}{
+		{"agent-max-connections", "EDGEPLANE_AGENT_MAX_CONNECTIONS", *f.agentMax},
+		{"agent-max-connections-per-ip", "EDGEPLANE_AGENT_MAX_CONNECTIONS_PER_IP", *f.agentMaxPerIP},
+		{"agent-max-unauthenticated-per-ip", "EDGEPLANE_AGENT_MAX_UNAUTHENTICATED_PER_IP", *f.agentMaxUnauthPerIP},
+		{"public-max-connections", "EDGEPLANE_PUBLIC_MAX_CONNECTIONS", *f.publicMax},
+		{"public-max-connections-per-ip", "EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP", *f.publicMaxPerIP},
+	} {
+		if err := atLeast(f.fs, c.name, c.env, c.v, 0); err != nil {
+			return agent, public, err
+		}
+	}
+	agent = netx.Limits{Max: *f.agentMax, PerAddr: *f.agentMaxPerIP, PerAddrUntrusted: *f.agentMaxUnauthPerIP}
+	public = netx.Limits{Max: *f.publicMax, PerAddr: *f.publicMaxPerIP}
+	return agent, public, nil
+}
+
+// dataPlane is the running data plane, owning its listeners.
+type dataPlane struct {
+	agentLn, httpLn, httpsLn net.Listener
+	operatorCert             *tls.Certificate
+	outboundRoots            *x509.CertPool
+	gw                       *tunnel.Gateway
+	pub                      *ingress.Server
+	planner                  *ingress.Planner
+	certs                    *certmgr.Manager
+	closeOnce                sync.Once
+	// public counts the public listeners' connections, TCP endpoints' included.
+	public *netx.Limiter
+	// replica names this process in the session rows.
+	replica string
+	st      *store.Store
+}
+
+// listen checks the flags and takes the data plane's ports, before the database is touched, so
+// that a port in use fails the start at once.
+func (f *dataPlaneFlags) listen() (*dataPlane, error) {
+	d := &dataPlane{}
+	agentLimits, publicLimits, err := f.connLimits()
+	if err != nil {
+		return nil, err
+	}
+	if *f.agentListen == "" {
+		return d, nil
+	}
+	if (*f.agentCert == "") != (*f.agentKey == "") {
+		return nil, errors.New("--agent-tls-cert and --agent-tls-key go together")
+	}
+	if *f.agentCert != "" {
+		cert, err := tls.LoadX509KeyPair(*f.agentCert, *f.agentKey)
+		if err != nil {
+			return nil, fmt.Errorf("--agent-tls-cert/--agent-tls-key: %w", err)
+		}
+		d.operatorCert = &cert
+	}
+	if *f.outboundCA != "" {
+		pem, err := os.ReadFile(*f.outboundCA)
+		if err != nil {
+			return nil, fmt.Errorf("--outbound-ca: %w", err)
+		}
+		if d.outboundRoots, err = x509.SystemCertPool(); err != nil {
+			d.outboundRoots = x509.NewCertPool()
+		}
+		if !d.outboundRoots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--outbound-ca: %s holds no PEM certificate", *f.outboundCA)
+		}
+	}
+	take := func(flagName, addr string) net.Listener {
+		if err != nil || addr == "" {
+			return nil
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			err = fmt.Errorf("--%s: %w", flagName, err)
+		}
+		return ln
+	}
+	d.agentLn = take("agent-listen", *f.agentListen)
+	d.httpLn = take("http-listen", *f.httpListen)
+	d.httpsLn = take("https-listen", *f.httpsListen)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.agentLn = netx.Limit(d.agentLn, agentLimits)
+	d.public = netx.NewLimiter(publicLimits)
+	if d.httpLn != nil {
+		d.httpLn = d.public.Listen(d.httpLn)
+	}
+	if d.httpsLn != nil {
+		d.httpsLn = d.public.Listen(d.httpsLn)
+	}
+	return d, nil
+}
+
+// loadCA returns edgeplane's CA, making it on first use and sharing it through the database.
+func loadCA(ctx context.Context, st *store.Store) (*pki.CA, error) {
+	certPEM, keyPEM, err := st.SystemSecret(ctx, caName, func() (string, string, error) {
+		return pki.NewCA("edgeplane CA")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edgeplane CA: %w", err)
+	}
+	return pki.LoadCA(certPEM, keyPEM)
+}
+
+// start runs the gateway and the public listeners.
+func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Store, settings ep.Settings, log *slog.Logger) error {
+	if d.agentLn == nil {
+		log.Info("data plane off (--agent-listen is empty)")
+		return nil
+	}
+	ca, err := loadCA(ctx, st)
+	if err != nil {
+		return err
+	}
+	agentCert := d.operatorCert
+	if agentCert == nil {
+		if agentCert, err = ca.Issue(splitList(*f.agentHostnames)...); err != nil {
+			return fmt.Errorf("--agent-hostnames: %w", err)
+		}
+	}
+	d.replica, _ = ep.NewID("rep")
+	d.st = st
+	certs := ingress.NewCerts(ca)
+	d.pub = ingress.New(ingress.Config{
+		Certificate:   certs.Certificate,
+		TCPHost:       *f.tcpListenHost,
+		OutboundRoots: d.outboundRoots,
+		Limiter:       d.public,
+		Logger:        log,
+	})
+	d.gw = tunnel.New(tunnel.Config{
+		Store:     st,
+		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
+		Settings:  settings,
+		ListenTCP: d.pub.ListenTCP,
+		Replica:   d.replica,
+		Logger:    log,
+		Version:   versionString(),
+	})
+	d.pub.SetLookup(func(proto, host string) ingress.Endpoint {
+		if t := d.gw.Registry.Endpoint(proto, host); t != nil {
+			return t
+		}
+		return nil
+	})
+	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
+		tunnels := d.gw.Registry.Labeled(account, labels)
+		out := make([]ingress.Endpoint, len(tunnels))
+		for i, t := range tunnels {
+			out[i] = t
+		}
+		return out
+	})
+	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), d.pub.Env()); err != nil {
+		return fmt.Errorf("routing plan: %w", err)
+	}
+	d.pub.SetPlan(d.planner.Plan)
+	d.planner.OnSwap(d.pub.SyncTCPEdges)
+	d.planner.Start()
+	// No database query on a handshake: the plan knows the edges, reserved domains and their
+	// uploaded certificates; the registry the online endpoints.
+	certs.Allowed = func(host string) bool {
+		pl := d.planner.Plan()
+		return d.gw.Registry.Online("https", host) || pl.Serves(host) || pl.Reserved(host)
+	}
+	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
+	if err := d.startCertManager(f.acme, st, log); err != nil {
+		return err
+	}
+	go func() { _ = d.gw.Serve(d.agentLn) }()
+	if d.httpLn != nil {
+		go func() { _ = d.pub.ServeHTTP(d.httpLn) }()
+	}
+	if d.httpsLn != nil {
+		go func() { _ = d.pub.ServeTLS(d.httpsLn) }()
+	}
+	log.Info("data plane listening", "agents", addrOf(d.agentLn), "http", addrOf(d.httpLn), "https", addrOf(d.httpsLn),
+		"tcp_host", *f.tcpListenHost)
+	return nil
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// Close stops the data plane: agents are disconnected (they reconnect), listeners closed.
+func (d *dataPlane) Close() {
+	d.closeOnce.Do(d.close)
+}
+
+func (d *dataPlane) close() {
+	for _, ln := range []net.Listener{d.agentLn, d.httpLn, d.httpsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	if d.certs != nil {
+		d.certs.Close()
+	}
+	if d.gw != nil {
+		d.gw.Close()
+	}
+	if d.planner != nil {
+		d.planner.Close()
+	}
+	if d.pub != nil {
+		d.pub.Close()
+	}
+}
+
+// printCA writes edgeplane's CA certificate (PEM) to stdout, making the CA if no server has yet.
+func printCA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ca", stdout, stderr)
+	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("ca takes no arguments, got %q", fs.Args())
+	}
+	st, err := openExisting(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ca, err := loadCA(ctx, st)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, strings.TrimSpace(ca.CertPEM)+"\n")
+	return err
+}
+
+// commander is the data plane as the API's Commander, or nil when it is off.
+func (d *dataPlane) commander() server.Commander {
+	if d.gw == nil {
+		return nil
+	}
+	return d
+}
+
+// Command sends an API command to an agent session of this replica.
+func (d *dataPlane) Command(ctx context.Context, sessionID, replica, command string) error {
+	var outcome string
+	if replica == d.replica {
+		switch err := d.gw.Command(ctx, sessionID, command); {
+		case errors.Is(err, tunnel.ErrNotHere):
+			outcome = tunnel.CommandGone
+		case errors.Is(err, tunnel.ErrUnsupported):
+			outcome = tunnel.CommandUnsupported
+		case err != nil:
+			outcome = tunnel.CommandFailed + err.Error()
+		}
+	} else {
+		var err error
+		if outcome, err = d.relayCommand(ctx, sessionID, replica, command); err != nil {
+			return err
+		}
+	}
+	switch {
+	case outcome == "":
+		return nil
+	case outcome == tunnel.CommandGone:
+		return ep.NotFound()
+	case outcome == tunnel.CommandUnsupported:
+		return &ep.Error{Status: http.StatusConflict, Code: ep.CodeCommandUnsupported,
+			Msg: "The agent of tunnel session " + sessionID + " does not support the " + command + " command."}
+	}
+	return &ep.Error{Status: http.StatusBadGateway, Code: ep.CodeCommandFailed,
+		Msg: "The agent did not carry out the " + command + " command: " + strings.TrimSpace(strings.TrimPrefix(outcome, tunnel.CommandFailed))}
+}
+
+// relayCommand queues a command for the replica holding the session and waits for its outcome,
+// within the request's deadline.
+func (d *dataPlane) relayCommand(ctx context.Context, sessionID, replica, command string) (string, error) {
+	id, err := d.st.QueueAgentCommand(ctx, replica, sessionID, command)
+	if err != nil {
+		return "", err
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = d.st.DropAgentCommand(context.WithoutCancel(ctx), id)
+			return "", &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeSessionElsewhere,
+				Msg: "Tunnel session " + sessionID + " is held by replica " + replica + ", which did not carry out the command in time."}
+		case <-t.C:
+		}
+		done, outcome, err := d.st.AgentCommandOutcome(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if done {
+			return outcome, nil
+		}
+	}
+}
