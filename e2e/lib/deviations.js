@@ -1,12 +1,12 @@
 'use strict';
 // Where edgeplane's responses deliberately differ from the strict reading of the published schema
 // (see schema.js for that reading). The validator tolerates these entries and nothing else, and
-// the README's "Compatibility" section shows each as one row of its table: test/readme.test.js
-// checks that every row of markdownRows() is in the README verbatim.
+// the "Compatibility" section of docs/api.md shows each as one row of its table:
+// test/readme.test.js checks that every row of markdownRows() is in docs/api.md verbatim.
 
 // nullable groups: where null is sent although the schema has no `nullable` (OpenAPI 3.0 needs
-// it for null to be valid). `where` lists schema -> properties; `label`, when set, is how the
-// README names them.
+// it for null to be valid). `where` lists schema -> properties; `label`, when set, is how
+// docs/api.md names them.
 const nullable = [
   {
     where: {
@@ -59,8 +59,8 @@ const nullable = [
   },
   {
     where: { ReservedDomainCertStatus: ['renews_at'], ReservedDomainCertJob: ['error_code', 'retries_at'] },
-    sent: '`null` while provisioning is pending',
-    why: 'edgeplane has no ACME client: nothing is issued (no renewal time), nothing failed (no error code), no retry is scheduled; null says "none" without inventing a time',
+    sent: '`null` while nothing is issued, failing or scheduled',
+    why: '`renews_at` is set once a certificate is issued; `error_code` while a job fails; `retries_at` only for `INTERNAL_ERROR` (a `DNS_ERROR` waits for the user); null says "none" without inventing a time',
   },
   {
     where: {
@@ -151,7 +151,7 @@ function isNullable(schema, prop) {
   return nullableIndex.has(schema + '.' + prop);
 }
 
-// markdownRows are the rows of the README's deviation table: | where | sent | why |.
+// markdownRows are the rows of the deviation table of docs/api.md: | where | sent | why |.
 function markdownRows() {
   const rows = [];
   for (const g of nullable) {

@@ -7,7 +7,7 @@
 //   EDGEPLANE_E2E_TOKEN           an admin API key of account "default"
 //   EDGEPLANE_E2E_PAGING_TOKEN    an admin API key of an otherwise empty account (paging test)
 //   EDGEPLANE_E2E_FIXTURES        a JSON file with PEM and SSH key material made for the run
-//   EDGEPLANE_E2E_SPEC            the published schema (default ../shared/spec/ngrok-openapi.yaml)
+//   EDGEPLANE_E2E_SPEC            the published schema (default testdata/spec/ngrok-openapi.yaml of the repository)
 //   EDGEPLANE_E2E_COVERAGE        a directory for the list of operations whose responses conformed
 
 const assert = require('node:assert/strict');
@@ -20,7 +20,7 @@ const { SpecValidator } = require('./schema');
 
 function env(name) {
   const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run this suite with "go test ./e2e" (see the README's Compatibility section)`);
+  if (!v) throw new Error(`${name} is not set: run this suite with "go test ./e2e" (see the Compatibility section of docs/api.md)`);
   return v;
 }
 
@@ -124,7 +124,7 @@ function freshDomain(label = 'e2e') {
   return `${label}-${unique()}.example.com`;
 }
 
-// clientDeleteBug asserts the client's delete() bug (see the README): the server answers 204 with
+// clientDeleteBug asserts the client's delete() bug (see docs/api.md): the server answers 204 with
 // an empty body, as the schema says, and the client rejects because it parses that empty body as
 // JSON, then fails to parse the resulting message as an API error. The object is deleted anyway,
 // which callers assert with a raw request.

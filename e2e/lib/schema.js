@@ -1,5 +1,5 @@
 'use strict';
-// Validation of every JSON response against the published schema (../shared/spec/ngrok-openapi.yaml).
+// Validation of every JSON response against the published schema (testdata/spec/ngrok-openapi.yaml in the repository).
 //
 // The schema is OpenAPI 3.0 generated from ngrok's API definitions. It marks nothing required and
 // never uses `nullable`, so a plain JSON Schema validation would prove little (every object
@@ -27,7 +27,7 @@ const SPEC_ID = 'ngrok-openapi';
 
 function specPath() {
   return process.env.EDGEPLANE_E2E_SPEC ||
-    path.resolve(__dirname, '..', '..', '..', 'shared', 'spec', 'ngrok-openapi.yaml');
+    path.resolve(__dirname, '..', '..', 'testdata', 'spec', 'ngrok-openapi.yaml');
 }
 
 // convert turns one OpenAPI schema into the strict JSON Schema profile described above. name is

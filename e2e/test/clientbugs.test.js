@@ -1,8 +1,8 @@
 'use strict';
 // Bugs of @ngrok/ngrok-api 0.11.0, kept visible: each test shows what the client does and proves
 // with a raw request that the server did what the wire format says. edgeplane does not work
-// around them (README, "Compatibility"). If a client upgrade fixes one, its test fails: update
-// the README and the test.
+// around them (docs/api.md, "Compatibility"). If a client upgrade fixes one, its test fails:
+// update docs/api.md and the test.
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');

@@ -207,7 +207,7 @@ describe('SSH certificate authorities and certificates', () => {
     await listedOnce(ng.sshCertificateAuthorities, ca);
     assert.equal((await ng.sshCertificateAuthorities.update({ id: ca.id, description: 'ops 2' })).description, 'ops 2');
 
-    // validAfter/validUntil are typed Date but the client serialises a Date as {} (see the README),
+    // validAfter/validUntil are typed Date but the client serialises a Date as {} (see docs/api.md),
     // so they are given as RFC 3339 strings.
     const validUntil = new Date(Date.now() + 3600e3).toISOString().replace(/\.\d+Z$/, 'Z');
     const uc = await ng.sshUserCertificates.create({
@@ -252,7 +252,7 @@ describe('backends', () => {
   });
 
   it('tunnel group: create, get, list, update, delete', async () => {
-    // Label keys without capitals or "_x"/"-x" survive the client's key conversion (see the README).
+    // Label keys without capitals or "_x"/"-x" survive the client's key conversion (see docs/api.md).
     const tg = await b.tunnelGroupBackends.create({ labels: { edge: 'web', dc: 'eu1' }, description: 'tg' });
     h.assertObject(tg, 'bkdtg', '/backends/tunnel_group/{id}');
     assert.deepEqual(tg.labels, { edge: 'web', dc: 'eu1' });
@@ -303,7 +303,7 @@ describe('backends', () => {
     assert.equal(created.status, 201, created.text);
     const id = created.json.id;
     const w = await b.weightedBackends.get(id);
-    h.assertObject(w, 'bkdwt', '/backends/weighted/{id}');
+    h.assertObject(w, 'bkdwd', '/backends/weighted/{id}');
     assert.equal(w.description, 'w');
     await listedOnce(b.weightedBackends, w);
     const upd = await b.weightedBackends.update({ id, description: 'w2' });

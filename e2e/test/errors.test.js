@@ -1,6 +1,6 @@
 'use strict';
 // The client's error object carries edgeplane's error: errorCode, statusCode, msg and details
-// (a Map). The client renames the keys of details (operation_id -> operationId; see the README);
+// (a Map). The client renames the keys of details (operation_id -> operationId; see docs/api.md);
 // a raw request shows the server's own keys.
 
 const { describe, it } = require('node:test');

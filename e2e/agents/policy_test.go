@@ -1,0 +1,253 @@
+package agents
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/ngrok/config"
+)
+
+// TestTrafficPolicyOnTraffic: a route's traffic_policy, put through the API, acts on real
+// requests through a real agent: deny by an expression, custom-response, add-headers on the
+// request (what the upstream got) and on the response (what the client got); an action ngrok
+// defines but edgeplane does not apply fails the route closed naming it, and documents ngrok
+// would refuse are refused by the API naming the problem.
+func TestTrafficPolicyOnTraffic(t *testing.T) {
+	w := start(t)
+	_, module := moduleEdge(t, w, "policy.example.com", nil)
+	policy := module("traffic_policy")
+
+	for doc, want := range map[string]string{
+		`{"on_http_requests":[]}`:                                                                  `"on_http_requests" is not a traffic policy phase`,
+		`{"on_http_request":[{"actions":[{"type":"teleport"}]}]}`:                                  `"teleport" is not a traffic policy action`,
+		`{"on_http_request":[{"expressions":["req.method = 'GET'"],"actions":[{"type":"deny"}]}]}`: `on_http_request[0].expressions[0]`,
+	} {
+		var e struct {
+			ErrorCode string `json:"error_code"`
+			Msg       string `json:"msg"`
+		}
+		if st := w.call("PUT", policy, map[string]any{"value": doc}, &e); st != 400 || e.ErrorCode != "ERR_NGROK_215" || !strings.Contains(e.Msg, want) {
+			t.Errorf("PUT %s: %d %s %q, want 400 ERR_NGROK_215 naming %q", doc, st, e.ErrorCode, e.Msg, want)
+		}
+	}
+
+	doc := `
+on_http_request:
+  - name: read only
+    expressions:
+      - req.method != 'GET'
+    actions:
+      - type: deny
+        config: {status_code: 405}
+  - expressions:
+      - req.url.path == '/teapot'
+    actions:
+      - type: custom-response
+        config:
+          status_code: 418
+          body: I am a teapot
+          headers: {content-type: text/plain}
+  - expressions:
+      - "'x-internal' in req.headers"
+    actions:
+      - type: deny
+  - actions:
+      - type: remove-headers
+        config: {headers: [x-secret]}
+      - type: add-headers
+        config: {headers: {x-policy: applied, x-client: "${conn.client_ip} ${req.method}"}}
+on_http_response:
+  - expressions: ["res.status_code == 200"]
+    actions:
+      - type: remove-headers
+        config: {headers: [x-powered-by]}
+      - type: add-headers
+        config: {headers: {x-served-by: edgeplane}}
+  - expressions: ["req.url.path == '/page'", "res.status_code == 200"]
+    actions:
+      - type: custom-response
+        config: {status_code: 410, body: "gone: ${req.url.path}"}
+`
+	if st := w.call("PUT", policy, map[string]any{"value": doc}, nil); st != 200 {
+		t.Fatalf("put traffic_policy: %d", st)
+	}
+	c := w.httpsClient()
+	var resp *http.Response
+	var body []byte
+	eventually(t, 3*time.Second, "the policy reaches traffic", func() bool {
+		var err error
+		resp, body, err = try(c, "GET", "https://policy.example.com/headers", map[string]*string{"X-Secret": ptr("s"), "X-Keep": ptr("k")})
+		return err == nil && resp.StatusCode == 200 && resp.Header.Get("X-Served-By") == "edgeplane"
+	})
+	got := upstreamSaw(t, body)
+	for name, want := range map[string]string{"X-Policy": "applied", "X-Client": "127.0.0.1 GET", "X-Secret": "", "X-Keep": "k"} {
+		if v := strings.Join(got[name], ","); v != want {
+			t.Errorf("the upstream got %s %q, want %q", name, v, want)
+		}
+	}
+	if resp.Header.Get("X-Powered-By") != "" || resp.Header.Get("Server") != "apache" {
+		t.Errorf("the client got %v", resp.Header)
+	}
+	if resp, body := send(t, c, "POST", "https://policy.example.com/headers", nil); resp.StatusCode != 405 || strings.Contains(string(body), "X-Policy") {
+		t.Errorf("POST: %d %q, want 405 from the policy", resp.StatusCode, body)
+	}
+	if resp, _ := send(t, c, "GET", "https://policy.example.com/headers", map[string]*string{"X-Internal": ptr("1")}); resp.StatusCode != 403 {
+		t.Errorf("a header the policy denies: %d", resp.StatusCode)
+	}
+	resp, body = send(t, c, "GET", "https://policy.example.com/teapot", nil)
+	if resp.StatusCode != 418 || string(body) != "I am a teapot" || resp.Header.Get("Content-Type") != "text/plain" {
+		t.Errorf("custom-response: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	if resp.Header.Get("X-Served-By") != "" {
+		t.Errorf("the response rule for 200 acted on a 418: %v", resp.Header)
+	}
+	if resp, body := send(t, c, "GET", "https://policy.example.com/page", nil); resp.StatusCode != 410 || string(body) != "gone: /page" {
+		t.Errorf("custom-response in on_http_response: %d %q", resp.StatusCode, body)
+	}
+
+	// on_tcp_connect on a route runs on every request: a refusal closes the connection unanswered.
+	closer := `{"on_tcp_connect":[{"expressions":["conn.client_ip == '127.0.0.1'"],"actions":[{"type":"deny"}]}]}`
+	if st := w.call("PUT", policy, map[string]any{"value": closer}, nil); st != 200 {
+		t.Fatalf("put an on_tcp_connect policy: %d", st)
+	}
+	eventually(t, 3*time.Second, "on_tcp_connect deny closes the connection", func() bool {
+		_, _, err := try(c, "GET", "https://policy.example.com/headers", nil)
+		return err != nil
+	})
+
+	// An action ngrok defines that edgeplane does not apply: accepted, and the route fails closed
+	// naming it.
+	limited := `{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"algorithm":"sliding_window","capacity":10,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`
+	if st := w.call("PUT", policy, map[string]any{"value": limited}, nil); st != 200 {
+		t.Fatalf("put a rate-limit policy: %d", st)
+	}
+	eventually(t, 3*time.Second, "an unapplied action fails closed", func() bool {
+		resp, body, err := try(c, "GET", "https://policy.example.com/headers", nil)
+		return err == nil && resp.StatusCode == 503 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3210" &&
+			strings.Contains(string(body), "traffic_policy") && strings.Contains(string(body), "rate-limit")
+	})
+}
+
+// TestTrafficPolicyOnTCPEdge: a TCP edge's traffic_policy decides in on_tcp_connect, on the
+// connection's addresses: deny by an expression and restrict-ips close the connection before
+// any byte reaches the agent, a policy that admits the client lets bytes through, and a phase a
+// TCP edge does not have fails it closed.
+func TestTrafficPolicyOnTCPEdge(t *testing.T) {
+	w := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "28000-28999")
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	tun, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "tcp-policy")))
+	if err != nil {
+		t.Fatalf("labeled tunnel: %v", err)
+	}
+	go func() {
+		for {
+			c, err := tun.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 5)
+				_, _ = io.ReadFull(c, buf)
+				_, _ = c.Write(append([]byte("echo "), buf...))
+			}()
+		}
+	}()
+	group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "tcp-policy"}})
+	var ra struct{ Addr string }
+	w.call("POST", "/reserved_addrs", map[string]any{}, &ra)
+	edge := w.mustCreate("/edges/tcp", map[string]any{"hostports": []string{ra.Addr}, "backend": map[string]any{"backend_id": group}})
+	talk := func() string {
+		c, err := net.Dial("tcp", ra.Addr)
+		if err != nil {
+			return "dial: " + err.Error()
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	eventually(t, 5*time.Second, "the TCP edge carries bytes", func() bool { return talk() == "echo hello" })
+
+	put := func(doc string) {
+		t.Helper()
+		if st := w.call("PUT", "/edges/tcp/"+edge+"/traffic_policy", map[string]any{"value": doc}, nil); st != 200 {
+			t.Fatalf("put traffic_policy %s: %d", doc, st)
+		}
+	}
+	put(`{"on_tcp_connect":[{"expressions":["conn.client_ip == '127.0.0.1'","conn.server_port > 0"],"actions":[{"type":"deny"}]}]}`)
+	eventually(t, 3*time.Second, "deny by expression closes the connection", func() bool { return talk() == "" })
+	put("on_tcp_connect:\n  - actions:\n      - type: restrict-ips\n        config: {allow: [127.0.0.0/8]}\n")
+	eventually(t, 3*time.Second, "restrict-ips admits the client", func() bool { return talk() == "echo hello" })
+	put(`{"on_tcp_connect":[{"actions":[{"type":"restrict-ips","config":{"deny":["127.0.0.0/8","::1/128"]}}]}]}`)
+	eventually(t, 3*time.Second, "restrict-ips refuses the client", func() bool { return talk() == "" })
+	put(`{"on_tcp_connect":[{"expressions":["conn.client_ip == '192.0.2.1'"],"actions":[{"type":"deny"}]}]}`)
+	eventually(t, 3*time.Second, "a rule whose expression is false lets bytes through", func() bool { return talk() == "echo hello" })
+	put(`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x":"1"}}}]}]}`)
+	eventually(t, 3*time.Second, "an HTTP phase fails the TCP edge closed", func() bool { return talk() == "" })
+
+	// A TLS edge terminated here: a denied connection is closed before the handshake.
+	w.reserveDomain("tls-policy.example.com")
+	tlsEdge := w.mustCreate("/edges/tls", map[string]any{"hostports": []string{"tls-policy.example.com:443"},
+		"backend": map[string]any{"backend_id": group}, "tls_termination": map[string]any{"terminate_at": "edge"}})
+	talkTLS := func() string {
+		c, err := tls.Dial("tcp", w.https, &tls.Config{ServerName: "tls-policy.example.com", RootCAs: w.ca})
+		if err != nil {
+			return "handshake: " + err.Error()
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	eventually(t, 5*time.Second, "the TLS edge carries bytes", func() bool { return talkTLS() == "echo hello" })
+	if st := w.call("PUT", "/edges/tls/"+tlsEdge+"/traffic_policy", map[string]any{"value": `{"on_tcp_connect":[{"expressions":["inCidrRange(conn.client_ip, '127.0.0.0/8')"],"actions":[{"type":"deny"}]}]}`}, nil); st != 200 {
+		t.Fatalf("put the TLS edge's traffic_policy: %d", st)
+	}
+	eventually(t, 3*time.Second, "deny closes the TLS edge's connection", func() bool { return strings.HasPrefix(talkTLS(), "handshake: ") })
+}
+
+// TestTrafficPolicyOnAgentBind: a traffic policy an agent asks for in its bind options acts on
+// its endpoint like a route's; one using an action edgeplane does not apply yet is refused, naming
+// it, and so is one on a TCP endpoint.
+func TestTrafficPolicyOnAgentBind(t *testing.T) {
+	w := start(t)
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	ctx := context.Background()
+	doc := `{"on_http_request":[
+		{"expressions":["req.url.path == '/blocked'"],"actions":[{"type":"deny","config":{"status_code":403}}]},
+		{"actions":[{"type":"add-headers","config":{"headers":{"x-policy":"on"}}}]}]}`
+	tun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("tp.edgeplane.app"), config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(doc)))
+	if err != nil {
+		t.Fatalf("listen with a traffic policy: %v", err)
+	}
+	serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("policy header: " + r.Header.Get("x-policy")))
+	}))
+	hc := w.httpClient()
+	if st, body, _ := get(t, hc, "http://tp.edgeplane.app/open"); st != 200 || body != "policy header: on" {
+		t.Errorf("allowed request: %d %q", st, body)
+	}
+	if st, _, _ := get(t, hc, "http://tp.edgeplane.app/blocked"); st != 403 {
+		t.Errorf("denied by the policy: %d", st)
+	}
+	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("tp2.edgeplane.app"),
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"capacity":1,"rate":"1s","bucket_key":["conn.client_ip"]}}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "rate-limit") {
+		t.Errorf("a policy with an action not applied yet: %v", err)
+	}
+	_, err = sess.Listen(ctx, config.TCPEndpoint(config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"deny"}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" {
+		t.Errorf("a traffic policy on a tcp endpoint: %v", err)
+	}
+}
