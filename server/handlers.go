@@ -55,84 +55,79 @@ func (c *collection) parentID(r *http.Request) string {
 	return r.PathValue(c.parentParam)
 }
 
-func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) error {
 	parent := c.parentID(r)
 	body := c.res.NewCreate()
 	if err := s.decode(r, body, "", parent); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if err := body.Validate(); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	doc, err := s.store.Create(r.Context(), callerOf(r), c.res, parent, body)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	s.resolve(c, parent, doc)
 	s.writeJSON(w, http.StatusCreated, doc)
+	return nil
 }
 
 // get authenticates and reads in one query (the route is fused: see authenticated). An object the
 // store's read cache holds is rendered once and answered from that body while it is unchanged.
-func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) error {
 	parent, cred := c.parentID(r), credentialFrom(r)
 	caller, doc, rendered, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, c.objectID(r), s.base)
 	if caller.AccountID == "" {
 		s.admit(w, r, caller, err) // err is the authentication's
-		return
+		return nil
 	}
 	if !s.admit(w, r, caller, nil) {
-		return
+		return nil
 	}
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if doc == nil {
 		s.writeBody(w, http.StatusOK, rendered.Body(s.base))
-		return
+		return nil
 	}
 	s.resolve(c, parent, doc)
 	body, err := s.encode(doc)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if rendered != nil {
 		rendered.Store(s.base, body)
 	}
 	s.writeBody(w, http.StatusOK, body)
+	return nil
 }
 
-func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) error {
 	parent, id := c.parentID(r), c.objectID(r)
 	body := c.res.NewUpdate()
 	if err := s.decode(r, body, id, parent); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if err := body.Validate(); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	doc, err := s.store.Update(r.Context(), callerOf(r), c.res, parent, id, body.Apply)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	s.resolve(c, parent, doc)
 	s.writeJSON(w, http.StatusOK, doc)
+	return nil
 }
 
-func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *collection) error {
 	if err := s.store.Delete(r.Context(), callerOf(r), c.res, c.parentID(r), c.objectID(r)); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // Paging limits (DESIGN.md section 5).
@@ -185,11 +180,10 @@ func shorten(v string) string {
 	return v[:i] + "…"
 }
 
-func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) error {
 	limit, before, explicit, err := paging(r, c.res)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	parent := c.parentID(r)
 	var (
@@ -202,8 +196,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
 		docs, more, err = s.store.List(r.Context(), callerOf(r).AccountID, c.res, parent, before, limit)
 	}
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	for _, d := range docs {
 		s.resolve(c, parent, d)
@@ -219,8 +212,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
 	}
 	items, err := json.Marshal(docs)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	tail, _ := json.Marshal(struct {
 		URI         string `json:"uri"`
@@ -240,4 +232,5 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) {
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
+	return nil
 }

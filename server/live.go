@@ -20,47 +20,44 @@ func (s *Server) registerLive(agents Commander) {
 	for _, res := range ep.LiveResources {
 		c := newCollection(res)
 		c.live = true
-		s.api(route{"GET", res.Path, ep.OpList, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
-		s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.getLive(w, r, c) })
+		s.api(route{"GET", res.Path, ep.OpList, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.list(w, r, c) })
+		s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.getLive(w, r, c) })
 		for _, action := range res.Actions {
-			s.api(route{"POST", res.Path + "/{id}/" + action, ep.OpUpdate, c, nil, action}, func(w http.ResponseWriter, r *http.Request) {
-				s.command(w, r, c, agents, action)
+			s.api(route{"POST", res.Path + "/{id}/" + action, ep.OpUpdate, c, nil, action}, func(w http.ResponseWriter, r *http.Request) error {
+				return s.command(w, r, c, agents, action)
 			})
 		}
 	}
 }
 
 // getLive answers GET of an online agent session or tunnel.
-func (s *Server) getLive(w http.ResponseWriter, r *http.Request, c *collection) {
+func (s *Server) getLive(w http.ResponseWriter, r *http.Request, c *collection) error {
 	doc, _, err := s.store.GetLive(r.Context(), c.res, callerOf(r).AccountID, r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	s.resolve(c, "", doc)
 	s.writeJSON(w, http.StatusOK, doc)
+	return nil
 }
 
 // command sends a command to an online session: 204 once the agent has acknowledged it.
-func (s *Server) command(w http.ResponseWriter, r *http.Request, c *collection, agents Commander, action string) {
+func (s *Server) command(w http.ResponseWriter, r *http.Request, c *collection, agents Commander, action string) error {
 	var body struct{ ep.Echo } // {} or {"id": ...}, as clients send
 	if err := s.decode(r, &body, r.PathValue("id"), ""); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	_, replica, err := s.store.GetLive(r.Context(), c.res, callerOf(r).AccountID, r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if agents == nil {
-		s.fail(w, r, &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeSessionElsewhere,
-			Msg: "This server's data plane is off (--agent-listen is empty), so it cannot send commands to agents."})
-		return
+		return &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeSessionElsewhere,
+			Msg: "This server's data plane is off (--agent-listen is empty), so it cannot send commands to agents."}
 	}
 	if err := agents.Command(r.Context(), r.PathValue("id"), replica, action); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

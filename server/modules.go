@@ -17,27 +17,25 @@ func (s *Server) registerModules(collections map[*ep.Resource]*collection) {
 		c := collections[m.Parent]
 		path := m.Parent.Path + "/{id}/" + m.Name
 		if m.Ops.Has(ep.OpUpdate) {
-			s.api(route{"PUT", path, ep.OpUpdate, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.putModule(w, r, c, m) })
+			s.api(route{"PUT", path, ep.OpUpdate, c, m, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.putModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpGet) {
-			s.api(route{"GET", path, ep.OpGet, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.getModule(w, r, c, m) })
+			s.api(route{"GET", path, ep.OpGet, c, m, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.getModule(w, r, c, m) })
 		}
 		if m.Ops.Has(ep.OpDelete) {
-			s.api(route{"DELETE", path, ep.OpDelete, c, m, ""}, func(w http.ResponseWriter, r *http.Request) { s.deleteModule(w, r, c, m) })
+			s.api(route{"DELETE", path, ep.OpDelete, c, m, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.deleteModule(w, r, c, m) })
 		}
 	}
 }
 
-func (s *Server) putModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) {
+func (s *Server) putModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) error {
 	parent, id := c.parentID(r), r.PathValue("id")
 	req := m.NewRequest()
 	if err := s.decodeModule(r, req, id, parent); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	if err := req.Validate(); err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	var out any
 	_, err := s.store.Update(r.Context(), callerOf(r), c.res, parent, id, func(op *ep.Op, doc ep.Document) error {
@@ -46,38 +44,37 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request, c *collection
 		return err
 	})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	fillRefs(reflect.ValueOf(out), s.base)
 	s.writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) getModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) {
+func (s *Server) getModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) error {
 	doc, err := s.store.Get(r.Context(), callerOf(r).AccountID, c.res, c.parentID(r), r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	out := m.Get(doc)
 	if out == nil {
-		s.fail(w, r, &ep.Error{Status: http.StatusNotFound, Code: ep.CodeNotFound,
-			Msg: "Resource not found: no " + m.Name + " module is configured on " + r.PathValue("id") + "."})
-		return
+		return &ep.Error{Status: http.StatusNotFound, Code: ep.CodeNotFound,
+			Msg: "Resource not found: no " + m.Name + " module is configured on " + r.PathValue("id") + "."}
 	}
 	fillRefs(reflect.ValueOf(out), s.base)
 	s.writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) {
+func (s *Server) deleteModule(w http.ResponseWriter, r *http.Request, c *collection, m *ep.Module) error {
 	_, err := s.store.Update(r.Context(), callerOf(r), c.res, c.parentID(r), r.PathValue("id"), func(_ *ep.Op, doc ep.Document) error {
 		return ep.ClearModule(m, doc)
 	})
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // decodeModule accepts the three shapes clients send a module in: the bare module,

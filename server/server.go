@@ -103,19 +103,19 @@ func New(st *store.Store, cfg Config) *Server {
 		c := newCollection(res)
 		collections[res] = c
 		if res.Ops.Has(ep.OpCreate) {
-			s.api(route{"POST", res.Path, ep.OpCreate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.create(w, r, c) })
+			s.api(route{"POST", res.Path, ep.OpCreate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.create(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpList) {
-			s.api(route{"GET", res.Path, ep.OpList, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.list(w, r, c) })
+			s.api(route{"GET", res.Path, ep.OpList, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.list(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpGet) {
-			s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.get(w, r, c) })
+			s.api(route{"GET", res.Path + "/{id}", ep.OpGet, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.get(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpUpdate) {
-			s.api(route{"PATCH", res.Path + "/{id}", ep.OpUpdate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.update(w, r, c) })
+			s.api(route{"PATCH", res.Path + "/{id}", ep.OpUpdate, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.update(w, r, c) })
 		}
 		if res.Ops.Has(ep.OpDelete) {
-			s.api(route{"DELETE", res.Path + "/{id}", ep.OpDelete, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) { s.delete(w, r, c) })
+			s.api(route{"DELETE", res.Path + "/{id}", ep.OpDelete, c, nil, ""}, func(w http.ResponseWriter, r *http.Request) error { return s.delete(w, r, c) })
 		}
 	}
 	for _, c := range collections {
@@ -147,10 +147,19 @@ func (rt route) fused() bool {
 	return rt.op == ep.OpGet && rt.m == nil && rt.action == "" && !rt.c.live
 }
 
+// apiHandler is an API operation's handler: it writes the success answer itself and returns the
+// error that replaces it, which api renders in one place (an *ep.Error as its status and code,
+// anything else as a logged 500).
+type apiHandler func(w http.ResponseWriter, r *http.Request) error
+
 // api registers an authenticated, versioned API route.
-func (s *Server) api(rt route, h http.HandlerFunc) {
+func (s *Server) api(rt route, h apiHandler) {
 	s.routes = append(s.routes, rt)
-	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(h, rt.fused()))
+	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	}), rt.fused()))
 }
 
 // ServeHTTP implements http.Handler: operation id, panic recovery and the request log line
