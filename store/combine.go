@@ -207,20 +207,9 @@ func (c *combiner) single(ctx context.Context, l *lookup) {
 func (c *combiner) loop() {
 	batch := make([]*lookup, 0, combineMax)
 	for {
-		select {
-		case l := <-c.queue:
-			batch = append(batch[:0], l)
-		case <-c.stop:
+		var ok bool
+		if batch, ok = gather(batch, c.queue, c.stop, combineMax, false); !ok {
 			return
-		}
-	gather:
-		for len(batch) < combineMax {
-			select {
-			case l := <-c.queue:
-				batch = append(batch, l)
-			default:
-				break gather
-			}
 		}
 		c.queries.Add(1)
 		c.lookups.Add(uint64(len(batch)))

@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -245,25 +244,9 @@ func (c *committer) loop() {
 	defer c.disconnect()
 	batch := make([]*txRequest, 0, c.max)
 	for {
-		select {
-		case r := <-c.queue:
-			batch = append(batch[:0], r)
-		case <-c.quit:
+		var ok bool
+		if batch, ok = gather(batch, c.queue, c.quit, c.max, true); !ok {
 			return
-		}
-		// Let the goroutines that are ready to run do so first: on a busy server some of them are
-		// about to hand over a transaction. On an idle one there are none, and this returns at
-		// once.
-		runtime.Gosched()
-		// Take whatever else is waiting, without waiting for more.
-	gather:
-		for len(batch) < c.max {
-			select {
-			case r := <-c.queue:
-				batch = append(batch, r)
-			default:
-				break gather
-			}
 		}
 		c.batches.Add(1)
 		c.requests.Add(uint64(len(batch)))
