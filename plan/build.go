@@ -39,6 +39,9 @@ type Env struct {
 	// Outbound is the client for the requests modules make themselves (JWKS, webhook
 	// providers' signing keys): it trusts the system roots plus --outbound-ca, with timeouts.
 	Outbound *http.Client
+	// SessionKey seals the sessions of the sign-in modules (oauth, oidc, saml): 32 bytes, the
+	// store's "identity-sessions" secret, so every replica opens every replica's cookies.
+	SessionKey []byte
 }
 
 // BackendKind says what a backend does with a connection.

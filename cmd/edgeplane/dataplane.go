@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -204,6 +206,29 @@ func loadCA(ctx context.Context, st *store.Store) (*pki.CA, error) {
 	return pki.LoadCA(certPEM, keyPEM)
 }
 
+// sessionKeyName is the name of the key sealing sign-in sessions among the deployment's secrets.
+const sessionKeyName = "identity-sessions"
+
+// loadSessionKey returns the 32-byte key of the sign-in modules' session cookies, made on first
+// use and shared through the database, so a cookie one replica sets opens on every other.
+func loadSessionKey(ctx context.Context, st *store.Store) ([]byte, error) {
+	_, b64, err := st.SystemSecret(ctx, sessionKeyName, func() (string, string, error) {
+		k := make([]byte, 32)
+		if _, err := rand.Read(k); err != nil {
+			return "", "", err
+		}
+		return "", base64.StdEncoding.EncodeToString(k), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s key: %w", sessionKeyName, err)
+	}
+	k, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("%s key: the stored key is not 32 bytes of base64", sessionKeyName)
+	}
+	return k, nil
+}
+
 // start runs the gateway and the public listeners.
 func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Store, settings ep.Settings, log *slog.Logger) error {
 	if d.agentLn == nil {
@@ -253,7 +278,11 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		}
 		return out
 	})
-	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), d.pub.Env()); err != nil {
+	env := d.pub.Env()
+	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
+		return err
+	}
+	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
 	d.pub.SetPlan(d.planner.Plan)

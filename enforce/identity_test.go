@@ -1,0 +1,223 @@
+package enforce
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testClock is an injectable clock the tests move by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Unix(1_800_000_000, 0)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+func newTestSessions(t *testing.T, clock *testClock, mut func(*SessionConfig)) *Sessions {
+	t.Helper()
+	cfg := SessionConfig{Key: testKey, CookiePrefix: "ngrok.", Scope: "test", Now: clock.Now}
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := NewSessions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// carry copies the cookies a response set into a new request, as a browser would.
+func carry(rec *httptest.ResponseRecorder, r *http.Request) {
+	for _, c := range rec.Result().Cookies() {
+		if c.MaxAge >= 0 && c.Value != "" {
+			r.AddCookie(c)
+		}
+	}
+}
+
+func TestIdentitySessionRoundTrip(t *testing.T) {
+	clock := newTestClock()
+	s := newTestSessions(t, clock, nil)
+	rec := httptest.NewRecorder()
+	if _, err := s.Start(rec, Identity{Provider: "oidc", UserID: "u1", Email: "a@example.com", Name: "A", RefreshToken: "rt"}); err != nil {
+		t.Fatal(err)
+	}
+	c := rec.Result().Cookies()
+	if len(c) != 1 || c[0].Name != "ngrok.session" || !c[0].HttpOnly || !c[0].Secure || c[0].SameSite != http.SameSiteLaxMode || c[0].Path != "/" {
+		t.Fatalf("cookie %+v", c)
+	}
+	if strings.Contains(c[0].Value, "rt") && strings.Contains(c[0].Value, "a@example.com") {
+		t.Fatal("cookie is not sealed")
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	carry(rec, r)
+	sess := s.Load(r)
+	if sess == nil || sess.Email != "a@example.com" || sess.RefreshToken != "rt" {
+		t.Fatalf("load: %+v", sess)
+	}
+	// Another scope (another provider's route) does not open it.
+	other := newTestSessions(t, clock, func(c *SessionConfig) { c.Scope = "other" })
+	if other.Load(r) != nil {
+		t.Fatal("a session opened in another scope")
+	}
+}
+
+func TestIdentityTamperedCookie(t *testing.T) {
+	clock := newTestClock()
+	s := newTestSessions(t, clock, nil)
+	rec := httptest.NewRecorder()
+	if _, err := s.Start(rec, Identity{UserID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	v := rec.Result().Cookies()[0].Value
+	for _, bad := range []string{v[:len(v)-2] + "AA", "x" + v, "", "!!!", strings.Repeat("A", 5000), v[:10]} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(&http.Cookie{Name: "ngrok.session", Value: bad})
+		if s.Load(r) != nil {
+			t.Fatalf("tampered cookie %q loaded", bad)
+		}
+	}
+}
+
+func TestIdentityExpiry(t *testing.T) {
+	clock := newTestClock()
+	s := newTestSessions(t, clock, func(c *SessionConfig) {
+		c.MaximumDuration = 100 * time.Second
+		c.InactivityTimeout = 30 * time.Second
+	})
+	rec := httptest.NewRecorder()
+	sess, _ := s.Start(rec, Identity{UserID: "u1"})
+	cookie := rec.Result().Cookies()[0]
+	load := func(c *http.Cookie) *Session {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(c)
+		return s.Load(r)
+	}
+	// Activity every 20 s keeps the session up to its maximum duration.
+	for i := 0; i < 4; i++ {
+		clock.Add(20 * time.Second)
+		if sess = load(cookie); sess == nil {
+			t.Fatalf("session ended early at step %d", i)
+		}
+		rec = httptest.NewRecorder()
+		s.Touch(rec, sess)
+		cookie = rec.Result().Cookies()[0]
+	}
+	clock.Add(20 * time.Second) // 100 s since issued
+	if load(cookie) != nil {
+		t.Fatal("session outlived maximum_duration")
+	}
+	// Inactivity.
+	rec = httptest.NewRecorder()
+	_, _ = s.Start(rec, Identity{UserID: "u2"})
+	cookie = rec.Result().Cookies()[0]
+	clock.Add(29 * time.Second)
+	if load(cookie) == nil {
+		t.Fatal("session ended before inactivity_timeout")
+	}
+	clock.Add(time.Second)
+	if load(cookie) != nil {
+		t.Fatal("inactive session still loads")
+	}
+}
+
+func TestIdentityFlowCookie(t *testing.T) {
+	clock := newTestClock()
+	s := newTestSessions(t, clock, nil)
+	type flow struct{ Nonce, Verifier, Return string }
+	rec := httptest.NewRecorder()
+	if err := s.SaveFlow(rec, "state-1", flow{"n", "v", "/x"}); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	carry(rec, r)
+	var got flow
+	if s.OpenFlow(httptest.NewRecorder(), r, "state-2", &got) {
+		t.Fatal("opened with another state")
+	}
+	rec2 := httptest.NewRecorder()
+	if !s.OpenFlow(rec2, r, "state-1", &got) || got.Verifier != "v" || got.Return != "/x" {
+		t.Fatalf("flow %+v", got)
+	}
+	if c := rec2.Result().Cookies(); len(c) != 1 || c[0].MaxAge >= 0 {
+		t.Fatalf("flow cookie not cleared: %+v", c)
+	}
+	clock.Add(flowLifetime + time.Second)
+	if s.OpenFlow(httptest.NewRecorder(), r, "state-1", &got) {
+		t.Fatal("expired flow opened")
+	}
+}
+
+func TestIdentityHelpers(t *testing.T) {
+	h := http.Header{}
+	h.Set("ngrok-auth-user-email", "evil@x")
+	h.Set("NGROK-AUTH-USER-ID", "1")
+	h.Set("Ngrok-Auth-User-Name", "root")
+	StripIdentityHeaders(h)
+	if len(h) != 0 {
+		t.Fatalf("left %v", h)
+	}
+	SetIdentityHeaders(h, Identity{Email: "a@b.c", UserID: "7", Name: "A"})
+	if h.Get("ngrok-auth-user-email") != "a@b.c" || h.Get("ngrok-auth-user-id") != "7" || h.Get("ngrok-auth-user-name") != "A" {
+		t.Fatalf("headers %v", h)
+	}
+	cases := []struct {
+		email     string
+		addrs, ds []string
+		ok        bool
+	}{
+		{"a@b.c", nil, nil, true},
+		{"", nil, nil, true},
+		{"", []string{"a@b.c"}, nil, false},
+		{"A@B.c", []string{"a@b.c"}, nil, true},
+		{"x@b.c", []string{"a@b.c"}, nil, false},
+		{"x@b.c", nil, []string{"B.C"}, true},
+		{"x@evil-b.c", nil, []string{"b.c"}, false},
+		{"x@sub.b.c", nil, []string{"b.c"}, false},
+	}
+	for _, c := range cases {
+		if EmailAllowed(c.email, c.addrs, c.ds) != c.ok {
+			t.Errorf("EmailAllowed(%q, %v, %v) != %v", c.email, c.addrs, c.ds, c.ok)
+		}
+	}
+	s := newTestSessions(t, newTestClock(), func(c *SessionConfig) { c.Base = "/app/" })
+	for in, want := range map[string]string{"/x?y=1": "/x?y=1", "//evil.com/": "/app/", "https://evil.com/": "/app/", "/\\evil.com": "/app/", "": "/app/"} {
+		if got := s.LocalPath(in); got != want {
+			t.Errorf("LocalPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if s.Paths.Logout != "/app/ngrok/logout" || s.Paths.Callback != "/app/ngrok/oauth2/callback" {
+		t.Fatalf("paths %+v", s.Paths)
+	}
+	rec := httptest.NewRecorder()
+	s.Logout(rec, httptest.NewRequest("GET", "/app/ngrok/logout", nil))
+	if c := rec.Result().Cookies(); rec.Code != 200 || len(c) != 1 || c[0].MaxAge >= 0 || c[0].Name != "ngrok.session" {
+		t.Fatalf("logout %d %+v", rec.Code, c)
+	}
+	if _, err := NewSessions(SessionConfig{Key: []byte("short")}); err == nil {
+		t.Fatal("short key accepted")
+	}
+	rec = httptest.NewRecorder()
+	Denied(rec, "no")
+	if rec.Code != 403 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_3129" {
+		t.Fatalf("denied %d %v", rec.Code, rec.Header())
+	}
+}
