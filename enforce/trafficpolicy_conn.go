@@ -8,16 +8,17 @@ import (
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
-// ConnPolicy is the traffic_policy module of a TLS or TCP edge: the rules of the document's
-// on_tcp_connect phase decide on each connection before any byte is carried, with the
-// connection's variables (conn.client_ip, conn.client_port, conn.server_ip, conn.server_port).
-// A rule runs its actions when every one of its expressions is true (a rule without
-// expressions always runs): deny closes the connection, restrict-ips closes it when its CIDRs
-// do not admit the client (enforce: false only reports). A connection no rule closes is carried.
+// ConnPolicy is the traffic_policy module of a TLS or TCP edge, and of an agent's tls or tcp
+// bind: the rules of the document's on_tcp_connect phase decide on each connection before any
+// byte is carried, with the connection's variables (conn.client_ip, conn.client_port,
+// conn.server_ip, conn.server_port). A rule runs its actions when every one of its expressions
+// is true (a rule without expressions always runs): deny closes the connection, restrict-ips
+// closes it when its CIDRs do not admit the client (enforce: false only reports). A connection
+// no rule closes is carried.
 //
 // NewConnPolicy refuses a document with rules in the HTTP phases (ngrok's TLS and TCP endpoints
-// have none) or with any other action, so the edge fails closed naming what it cannot apply. An
-// expression that fails to evaluate closes the connection.
+// have none) or with any other action, so the edge fails closed (and the bind is refused) naming
+// what it cannot apply. An expression that fails to evaluate closes the connection.
 type ConnPolicy struct {
 	rules []connRule
 }
@@ -30,13 +31,14 @@ type connRule struct {
 }
 
 // NewConnPolicy makes the connection stage of a parsed document; an error names the first part
-// of it edgeplane does not apply on TLS and TCP edges.
+// of it edgeplane does not apply on TLS and TCP edges and binds.
 func NewConnPolicy(p *trafficpolicy.Policy) (*ConnPolicy, error) {
-	for phase, rules := range map[string][]*trafficpolicy.Rule{
-		trafficpolicy.OnHTTPRequest: p.OnHTTPRequest, trafficpolicy.OnHTTPResponse: p.OnHTTPResponse,
-	} {
-		if len(rules) > 0 {
-			return nil, fmt.Errorf("%s does not apply to TLS and TCP edges (only on_tcp_connect does)", phase)
+	for _, ph := range []struct {
+		name  string
+		rules []*trafficpolicy.Rule
+	}{{trafficpolicy.OnHTTPRequest, p.OnHTTPRequest}, {trafficpolicy.OnHTTPResponse, p.OnHTTPResponse}} {
+		if len(ph.rules) > 0 {
+			return nil, fmt.Errorf("%s does not apply to TLS and TCP endpoints and edges (only on_tcp_connect does)", ph.name)
 		}
 	}
 	return newConnPolicy(p.OnTCPConnect)

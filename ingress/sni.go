@@ -105,7 +105,16 @@ func (s *Server) routeTLS(c net.Conn) {
 	}
 }
 
-// passthrough carries a client's raw TLS to a TLS endpoint.
+// connGate is an endpoint whose connection stages need the whole connection, not only the
+// client's address: an agent's tls bind (tunnel.Tunnel), whose traffic policy's on_tcp_connect
+// rules see the client's and the listener's addresses.
+type connGate interface {
+	AllowConn(c net.Conn) bool
+}
+
+// passthrough carries a client's raw TLS to a TLS endpoint, once its connection stages (IP
+// restriction, the on_tcp_connect rules of its traffic policy) admit the client: a refused
+// connection is closed after its ClientHello, before any byte reaches the agent.
 func (s *Server) passthrough(c net.Conn, ep Endpoint) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
@@ -113,8 +122,11 @@ func (s *Server) passthrough(c net.Conn, ep Endpoint) {
 		return
 	}
 	defer forget()
-	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	if !ep.Chain().AllowConn(client.Addr()) {
+	if g, ok := ep.(connGate); ok {
+		if !g.AllowConn(c) {
+			return
+		}
+	} else if client, _ := netip.ParseAddrPort(c.RemoteAddr().String()); !ep.Chain().AllowConn(client.Addr()) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)

@@ -68,12 +68,12 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
 		}
 	}
-	chain, berr := o.chain(m.Proto, m.Opts)
+	chain, policy, berr := o.chain(m.Proto, m.Opts)
 	if berr != nil {
 		return nil, nil, berr
 	}
 	t := &Tunnel{id: m.ID, sess: s, proto: m.Proto, forwardsTo: m.ForwardsTo, metadata: m.Extra.Metadata,
-		pooled: m.Extra.PoolingEnabled, chain: chain, started: time.Now(), passthrough: m.Proto == "tls"}
+		pooled: m.Extra.PoolingEnabled, chain: chain, policy: policy, started: time.Now(), passthrough: m.Proto == "tls"}
 	if t.id == "" {
 		t.id, _ = ep.NewID("tn")
 	}

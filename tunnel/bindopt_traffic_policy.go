@@ -7,23 +7,19 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // An agent's TrafficPolicy option (a JSON or YAML document, as a string) becomes the same stage
 // a route's traffic_policy module does: checked as the API checks it, expressions compiled
 // once at bind time, and refused (naming what) when it uses what edgeplane does not apply yet.
-// On tcp and tls endpoints it is refused: their on_tcp_connect phase is not applied to binds
-// yet (tunnel/opts.go refuses HTTP stages there).
+// On tcp and tls endpoints it becomes the connection policy a TCP or TLS edge's module does:
+// its on_tcp_connect rules decide on each public connection before any byte reaches the agent,
+// and a document with HTTP phases is refused naming the phase (ngrok's TCP and TLS endpoints
+// have none).
 func init() {
 	registerBindStage("traffic_policy", func(raw json.RawMessage) (enforce.Stage, error) {
-		var doc string
-		if err := json.Unmarshal(raw, &doc); err != nil {
-			return nil, errors.New("the traffic policy is not a string holding a JSON or YAML document")
-		}
-		if err := ep.ValidatePolicyDocument(doc); err != nil {
-			return nil, err
-		}
-		p, err := ep.ParseTrafficPolicy(doc)
+		p, err := bindPolicy(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -33,4 +29,23 @@ func init() {
 		}
 		return st, nil
 	})
+	registerBindConnStage("traffic_policy", func(raw json.RawMessage) (*enforce.ConnPolicy, error) {
+		p, err := bindPolicy(raw)
+		if err != nil {
+			return nil, err
+		}
+		return enforce.NewConnPolicy(p)
+	})
+}
+
+// bindPolicy parses the option's document after checking it as the API does.
+func bindPolicy(raw json.RawMessage) (*trafficpolicy.Policy, error) {
+	var doc string
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, errors.New("the traffic policy is not a string holding a JSON or YAML document")
+	}
+	if err := ep.ValidatePolicyDocument(doc); err != nil {
+		return nil, err
+	}
+	return ep.ParseTrafficPolicy(doc)
 }

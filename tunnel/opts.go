@@ -67,47 +67,76 @@ func registerBindStage(module string, f BindStageBuilder) {
 	bindStages[module] = f
 }
 
+// BindConnBuilder builds the connection stage of a module asked for in the options of a tcp or
+// tls bind: there is no HTTP request to act on, so the module decides on each public connection
+// before any byte is carried (as it does on TCP and TLS edges).
+type BindConnBuilder func(raw json.RawMessage) (*enforce.ConnPolicy, error)
+
+// bindConnStages is the table of modules that act on the connections of tcp and tls binds, by
+// module name; a module without an entry is an HTTP module, refused on those binds.
+var bindConnStages = map[string]BindConnBuilder{}
+
+// registerBindConnStage adds a module's builder for tcp and tls binds; called from the init of
+// its file, next to its registerBindStage.
+func registerBindConnStage(module string, f BindConnBuilder) {
+	if _, dup := bindConnStages[module]; dup {
+		panic("tunnel: bind connection stage " + module + " registered twice")
+	}
+	bindConnStages[module] = f
+}
+
 // chain builds the stages of the options edgeplane enforces on plain endpoints (basic auth and
 // IP restriction, including the legacy "user:pass" Auth, and the modules of bindStages) and
 // refuses, by name, every option it does not enforce yet: a bind is never accepted with an
-// option silently dropped.
-func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *bindError) {
+// option silently dropped. On tcp and tls binds a module of bindConnStages becomes the
+// connection policy (policy) instead of an HTTP stage.
+func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *enforce.ConnPolicy, *bindError) {
 	fields := map[string]json.RawMessage{}
 	if present(raw) {
 		var byName map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &byName); err != nil {
-			return nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
+			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
 		}
 		for k, v := range byName {
 			fields[strings.ToLower(k)] = v
 		}
 	}
+	httpProto := proto == "http" || proto == "https"
 	c := &enforce.Chain{}
+	var policy *enforce.ConnPolicy
 	for _, mo := range moduleOptions {
 		v, ok := fields[mo.option]
 		if !ok || !present(v) {
 			continue
 		}
+		if buildConn, ok := bindConnStages[mo.module]; ok && !httpProto {
+			cp, err := buildConn(v)
+			if err != nil {
+				return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
+			}
+			policy = cp
+			continue
+		}
 		build, ok := bindStages[mo.module]
 		if !ok {
-			return nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not enforce the %s option on agent endpoints yet; remove it from the endpoint's options (it would not be applied).", mo.module)
+			return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not enforce the %s option on agent endpoints yet; remove it from the endpoint's options (it would not be applied).", mo.module)
 		}
 		st, err := build(v)
 		if err != nil {
-			return nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
+			return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
 		}
 		c.HTTP = append(c.HTTP, st)
 	}
 	if o.ProxyProto != 0 {
-		return nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not send PROXY protocol headers yet; remove the proxy_proto option.")
+		return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not send PROXY protocol headers yet; remove the proxy_proto option.")
 	}
 	if o.MutualTLSAtAgent {
-		return nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not support mutual TLS terminated at the agent yet.")
+		return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not support mutual TLS terminated at the agent yet.")
 	}
 	if o.IPRestriction != nil && (len(o.IPRestriction.AllowCIDRs) > 0 || len(o.IPRestriction.DenyCIDRs) > 0) {
 		f, err := enforce.NewIPFilter(o.IPRestriction.AllowCIDRs, o.IPRestriction.DenyCIDRs)
 		if err != nil {
-			return nil, refuse(ep.AgentCodeBadBind, "ip_restriction: %v", err)
+			return nil, nil, refuse(ep.AgentCodeBadBind, "ip_restriction: %v", err)
 		}
 		c.Conn = append(c.Conn, f)
 	}
@@ -122,22 +151,22 @@ func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *bi
 		creds = append(creds, enforce.BasicCredential{Username: user, CleartextPassword: pass})
 	}
 	if len(creds) > 0 || (o.BasicAuth != nil && o.BasicAuth.Credentials != nil) {
-		if proto != "http" && proto != "https" {
-			return nil, refuse(ep.AgentCodeBadBind, "basic_auth applies to http and https endpoints only.")
+		if !httpProto {
+			return nil, nil, refuse(ep.AgentCodeBadBind, "basic_auth applies to http and https endpoints only.")
 		}
 		b, err := enforce.NewBasicAuth(creds)
 		if err != nil {
-			return nil, refuse(ep.AgentCodeBadBind, "basic_auth: %v", err)
+			return nil, nil, refuse(ep.AgentCodeBadBind, "basic_auth: %v", err)
 		}
 		c.HTTP = append([]enforce.Stage{b}, c.HTTP...) // authentication first
 	}
-	if len(c.HTTP) > 0 && proto != "http" && proto != "https" {
-		return nil, refuse(ep.AgentCodeBadBind, "%s applies to http and https endpoints only.", c.HTTP[0].Name())
+	if len(c.HTTP) > 0 && !httpProto {
+		return nil, nil, refuse(ep.AgentCodeBadBind, "%s applies to http and https endpoints only.", c.HTTP[0].Name())
 	}
 	if len(c.Conn) == 0 && len(c.HTTP) == 0 {
-		return nil, nil
+		return nil, policy, nil
 	}
-	return c, nil
+	return c, policy, nil
 }
 
 // hostname is the name the options ask for: URL (its host), Domain, Hostname, or Subdomain

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ type Tunnel struct {
 	// service domain or a random port): deleting it takes the tunnel offline.
 	reservation string
 	chain       *enforce.Chain
+	// policy is the on_tcp_connect phase of a tcp or tls bind's traffic policy; nil when none
+	// (an http or https bind's policy is a stage of chain).
+	policy *enforce.ConnPolicy
 	// passthrough is set for TLS binds without TLS termination: the client's TLS is carried.
 	passthrough bool
 	started     time.Time
@@ -52,6 +56,14 @@ func (t *Tunnel) Proto() string { return t.proto }
 
 // Chain is the stages of the modules the bind asked for; nil when none.
 func (t *Tunnel) Chain() *enforce.Chain { return t.chain }
+
+// AllowConn runs the endpoint's connection stages on a public connection of a tcp or tls bind
+// before any byte is carried: the IP restriction, then the on_tcp_connect rules of its traffic
+// policy (with the connection's client and server addresses). False means close it unanswered.
+func (t *Tunnel) AllowConn(c net.Conn) bool {
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	return t.chain.AllowConn(client.Addr().Unmap()) && t.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+}
 
 // Labels returns the labels of a labeled tunnel.
 func (t *Tunnel) Labels() map[string]string { return t.labels }

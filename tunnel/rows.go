@@ -87,8 +87,7 @@ func (g *Gateway) serveTCP(addr string, c net.Conn) {
 	if t == nil {
 		return
 	}
-	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	if !t.Chain().AllowConn(client.Addr()) {
+	if !t.AllowConn(c) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,7 +219,7 @@ func TestTrafficPolicyOnTCPEdge(t *testing.T) {
 
 // TestTrafficPolicyOnAgentBind: a traffic policy an agent asks for in its bind options acts on
 // its endpoint like a route's; one using an action edgeplane does not apply yet is refused, naming
-// it, and so is one on a TCP endpoint.
+// it, and so is one with HTTP phases on a TCP endpoint.
 func TestTrafficPolicyOnAgentBind(t *testing.T) {
 	w := start(t)
 	_, token := w.credential()
@@ -246,8 +247,135 @@ func TestTrafficPolicyOnAgentBind(t *testing.T) {
 	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "rate-limit") {
 		t.Errorf("a policy with an action not applied yet: %v", err)
 	}
-	_, err = sess.Listen(ctx, config.TCPEndpoint(config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"deny"}]}]}`)))
-	if got := ngrokCode(err); got != "ERR_NGROK_301" {
-		t.Errorf("a traffic policy on a tcp endpoint: %v", err)
+	// A tcp endpoint's policy acts in on_tcp_connect (TestTrafficPolicyOnAgentTCPAndTLSBinds); the
+	// HTTP phases do not apply there.
+	_, err = sess.Listen(ctx, config.TCPEndpoint(config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"deny"}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "on_http_request") {
+		t.Errorf("an on_http_request policy on a tcp endpoint: %v", err)
+	}
+}
+
+// TestTrafficPolicyOnAgentTCPAndTLSBinds: the traffic policy of an agent's tcp or tls bind runs
+// its on_tcp_connect rules on every public connection before any byte reaches the agent: deny
+// by an expression and a refusing restrict-ips close the connection (a TLS one before its
+// handshake completes) and the agent never sees it; a policy that admits the client lets bytes
+// through (TLS passed through untouched). HTTP phases on those binds are refused naming the
+// phase, and an http bind's on_tcp_connect still runs per request.
+func TestTrafficPolicyOnAgentTCPAndTLSBinds(t *testing.T) {
+	w := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "29000-29999")
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	ctx := context.Background()
+
+	// listen binds opts and answers "echo "+5 bytes on each connection (over the agent's own TLS
+	// when cert is set); seen counts the connections the agent got.
+	listen := func(opts config.Tunnel, cert *tls.Certificate) (string, *atomic.Int32) {
+		t.Helper()
+		tun, err := sess.Listen(ctx, opts)
+		if err != nil {
+			t.Fatalf("listen: %v", err)
+		}
+		t.Cleanup(func() { tun.Close() })
+		seen := &atomic.Int32{}
+		go func() {
+			for {
+				c, err := tun.Accept()
+				if err != nil {
+					return
+				}
+				seen.Add(1)
+				go func() {
+					if cert != nil {
+						c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
+					}
+					defer c.Close()
+					buf := make([]byte, 5)
+					_, _ = io.ReadFull(c, buf)
+					_, _ = c.Write(append([]byte("echo "), buf...))
+				}()
+			}
+		}()
+		return tun.URL(), seen
+	}
+	talk := func(url string) string {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "tcp://"), 10*time.Second)
+		if err != nil {
+			return "dial: " + err.Error()
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+
+	denied, deniedSeen := listen(config.TCPEndpoint(config.WithTrafficPolicy(
+		`{"on_tcp_connect":[{"expressions":["conn.client_ip == '127.0.0.1'","conn.server_port > 0"],"actions":[{"type":"deny"}]}]}`)), nil)
+	if got := talk(denied); got != "" || deniedSeen.Load() != 0 {
+		t.Errorf("deny by expression: got %q, the agent saw %d connections; want it closed unseen", got, deniedSeen.Load())
+	}
+	admitted, admittedSeen := listen(config.TCPEndpoint(config.WithTrafficPolicy(
+		"on_tcp_connect:\n  - actions:\n      - type: restrict-ips\n        config: {allow: [127.0.0.1/32]}\n")), nil)
+	if got := talk(admitted); got != "echo hello" || admittedSeen.Load() != 1 {
+		t.Errorf("restrict-ips admitting 127.0.0.1: got %q, the agent saw %d connections", got, admittedSeen.Load())
+	}
+	outside, outsideSeen := listen(config.TCPEndpoint(config.WithTrafficPolicy(
+		`{"on_tcp_connect":[{"actions":[{"type":"restrict-ips","config":{"allow":["192.0.2.0/24"]}}]}]}`)), nil)
+	if got := talk(outside); got != "" || outsideSeen.Load() != 0 {
+		t.Errorf("restrict-ips not admitting 127.0.0.1: got %q, the agent saw %d connections", got, outsideSeen.Load())
+	}
+
+	// tls binds: the policy decides once the ClientHello named the endpoint, before passthrough.
+	talkTLS := func(name string) string {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		c, err := tls.DialWithDialer(d, "tcp", w.https, &tls.Config{ServerName: name, InsecureSkipVerify: true})
+		if err != nil {
+			return "handshake: " + err.Error()
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	cert := selfSigned(t, "tp-tls.edgeplane.app")
+	_, tlsDeniedSeen := listen(config.TLSEndpoint(config.WithDomain("tp-tls.edgeplane.app"),
+		config.WithTrafficPolicy(`{"on_tcp_connect":[{"expressions":["inCidrRange(conn.client_ip, '127.0.0.0/8')"],"actions":[{"type":"deny"}]}]}`)), &cert)
+	if got := talkTLS("tp-tls.edgeplane.app"); !strings.HasPrefix(got, "handshake: ") || tlsDeniedSeen.Load() != 0 {
+		t.Errorf("deny on a tls bind: got %q, the agent saw %d connections; want the handshake to fail unseen", got, tlsDeniedSeen.Load())
+	}
+	cert2 := selfSigned(t, "tp-tls2.edgeplane.app")
+	_, tlsSeen := listen(config.TLSEndpoint(config.WithDomain("tp-tls2.edgeplane.app"),
+		config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"restrict-ips","config":{"allow":["127.0.0.0/8","::1/128"]}}]}]}`)), &cert2)
+	if got := talkTLS("tp-tls2.edgeplane.app"); got != "echo hello" || tlsSeen.Load() != 1 {
+		t.Errorf("restrict-ips admitting the client on a tls bind: got %q, the agent saw %d connections", got, tlsSeen.Load())
+	}
+
+	// HTTP phases do not apply to tcp and tls endpoints: the bind is refused naming the phase.
+	for _, c := range []struct {
+		what  string
+		opts  config.Tunnel
+		phase string
+	}{
+		{"tcp on_http_request", config.TCPEndpoint(config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"deny"}]}]}`)), "on_http_request"},
+		{"tls on_http_response", config.TLSEndpoint(config.WithDomain("tp-tls3.edgeplane.app"),
+			config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"deny"}]}],"on_http_response":[{"actions":[{"type":"deny"}]}]}`)), "on_http_response"},
+		{"tcp action not applied in on_tcp_connect", config.TCPEndpoint(config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"add-headers","config":{"headers":{"x":"1"}}}]}]}`)), "add-headers"},
+	} {
+		_, err := sess.Listen(ctx, c.opts)
+		if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), c.phase) {
+			t.Errorf("%s: %v, want ERR_NGROK_301 naming %s", c.what, err, c.phase)
+		}
+	}
+
+	// An http bind's on_tcp_connect runs on each request: a refusal closes the connection.
+	tun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("tp-http.edgeplane.app"), config.WithScheme(config.SchemeHTTP),
+		config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"deny"}]}]}`)))
+	if err != nil {
+		t.Fatalf("listen http with on_tcp_connect: %v", err)
+	}
+	serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("reached")) }))
+	if resp, body, err := try(w.httpClient(), "GET", "http://tp-http.edgeplane.app/", nil); err == nil {
+		t.Errorf("on_tcp_connect deny on an http bind: %d %q, want the connection closed", resp.StatusCode, body)
 	}
 }
