@@ -35,16 +35,6 @@ type routeAuthBody struct {
 	JWTValidation   *EndpointJWTValidationMutate   `json:"jwt_validation"`
 }
 
-// routeAuthModules are the module table entries of routeAuth; module_table.go appends them to
-// Modules, so the server serves PUT, GET and DELETE on each and the table-walking tests see them.
-var routeAuthModules = []*Module{
-	moduleOn(HTTPSEdgeRoutes, "oauth", newReq[EndpointOAuthMutate](), func(r *HTTPSEdgeRoute) **EndpointOAuth { return &r.OAuth }),
-	moduleOn(HTTPSEdgeRoutes, "saml", newReq[EndpointSAMLMutate](), func(r *HTTPSEdgeRoute) **EndpointSAML { return &r.SAML }),
-	moduleOn(HTTPSEdgeRoutes, "oidc", newReq[EndpointOIDCMutate](), func(r *HTTPSEdgeRoute) **EndpointOIDC { return &r.OIDC }),
-	moduleOn(HTTPSEdgeRoutes, "user_agent_filter", newReq[EndpointUserAgentFilterMutate](), func(r *HTTPSEdgeRoute) **EndpointUserAgentFilter { return &r.UserAgentFilter }),
-	moduleOn(HTTPSEdgeRoutes, "jwt_validation", newReq[EndpointJWTValidationMutate](), func(r *HTTPSEdgeRoute) **EndpointJWTValidation { return &r.JWTValidation }),
-}
-
 // CheckModules allows at most one of oauth, saml and oidc on a route: each of them owns the
 // visitor's login flow and session cookie, so two would fight over every request. A module
 // counts while it is configured, enabled or not, because enabling it later must not be able to
