@@ -7,7 +7,11 @@ import (
 	"testing"
 )
 
-// TestUserAgentFilter walks each step of the documented decision.
+// TestUserAgentFilter walks each step of the documented decision. The order is ngrok's (allow
+// overrides deny; docs/decisions.md): "allow overrides deny" is an allow carving an exception
+// out of a deny, "deny matches" and "deny beside allow" a User-Agent matching only deny refused,
+// "deny does not match" no allow rules and no deny match admitted, "allow does not match" and
+// "neither, with an allow rule" allow rules of which none matches refused.
 func TestUserAgentFilter(t *testing.T) {
 	google := []string{`(?i)google-images`}
 	broad := []string{`(?i)google`, `[Bb]ing`}
@@ -25,6 +29,7 @@ func TestUserAgentFilter(t *testing.T) {
 		{"allow does not match", []string{`^curl/`}, nil, []string{"Mozilla/5.0"}, false},
 		{"allow overrides deny", google, broad, []string{"Google-Images/1.0"}, true},
 		{"deny beside allow", google, broad, []string{"Googlebot/2.1"}, false},
+		{"a broad allow overrides a narrower deny", []string{`(?i)google`}, []string{`(?i)googlebot`}, []string{"Googlebot/2.1"}, true},
 		{"neither, with an allow rule", google, broad, []string{"curl/8.5"}, false},
 		{"no header refused", nil, broad, nil, false},
 		{"empty header refused", nil, broad, []string{""}, false},
