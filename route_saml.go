@@ -3,6 +3,7 @@ package edgeplane
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -13,6 +14,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -91,7 +93,9 @@ func (m *EndpointSAMLMutate) Validate() error {
 			return Invalid(CodeInvalid, indexed("authorized_groups", i), "must not be empty")
 		}
 	}
-	return nil
+	// The body is valid: make the key a first configuration will need now, before the write
+	// transaction (see spareSAMLKey).
+	return prepareSAMLKey()
 }
 
 // checkIdPMetadata requires well-formed XML whose one root element is an EntityDescriptor of the
@@ -140,14 +144,22 @@ func checkIdPMetadata(s string) error {
 	return nil
 }
 
-// Build fills the defaults and the generated service provider fields. The URLs sit under the
-// server's base URL (Settings.BaseURL) and the route's id: <base>/saml/<route id>/metadata (also
-// the entity id), /acs and /slo. The request signing certificate of a route that already has
-// SAML is kept, so a PUT that changes other fields does not break the IdP's configuration; a
-// route without one gets a new self-signed certificate. Its private key is discarded: edgeplane
-// serves no traffic and signs no SAML requests, and no response may show a private key.
+// Build fills the defaults and the generated service provider fields. The URLs are those the
+// data plane serves for the route (SAMLPaths): https://<host>/ngrok/saml/<route id>/metadata
+// (also the entity id), /acs and /slo, on the host of the edge's first hostport that is not a
+// wildcard, so the identity provider posts its answers to the listener that signs the visitor
+// in. An edge without such a hostport gets them under the server's base URL (Settings.BaseURL)
+// instead, which no listener serves: the data plane fails that route closed until the module
+// is written again after a hostport is added. The request signing certificate of a route that
+// already has SAML is kept with its key, so a PUT that changes other fields does not break the
+// IdP's configuration; a route without one gets a new certificate, and its private key is
+// handed to the store (Op.KeepSecret), which keeps it encrypted beside the route and never in a
+// response.
 func (m *EndpointSAMLMutate) Build(op *Op) (any, error) {
-	base := strings.TrimRight(op.Settings.BaseURL, "/") + "/saml/" + op.ID
+	base, err := samlBaseURL(op)
+	if err != nil {
+		return nil, err
+	}
 	s := &EndpointSAML{
 		Enabled:                     enabled(m.Enabled),
 		authSession:                 m.authSessionMutate.build(),
@@ -155,50 +167,90 @@ func (m *EndpointSAMLMutate) Build(op *Op) (any, error) {
 		ForceAuthn:                  m.ForceAuthn != nil && *m.ForceAuthn,
 		AllowIdPInitiated:           m.AllowIdPInitiated != nil && *m.AllowIdPInitiated,
 		AuthorizedGroups:            emptyIfNil(m.AuthorizedGroups),
-		EntityID:                    base + "/metadata",
-		MetadataURL:                 base + "/metadata",
-		AssertionConsumerServiceURL: base + "/acs",
-		SingleLogoutURL:             base + "/slo",
+		EntityID:                    base + SAMLMetadataPath,
+		MetadataURL:                 base + SAMLMetadataPath,
+		AssertionConsumerServiceURL: base + SAMLACSPath,
+		SingleLogoutURL:             base + SAMLSLOPath,
 		NameIDFormat:                DefaultNameIDFormat,
 	}
 	if f := deref(m.NameIDFormat); f != "" {
 		s.NameIDFormat = f
 	}
-	pemCert, err := m.signingCertificate(op)
+	pemCert, keyPEM, err := m.signingCertificate(op)
 	if err != nil {
 		return nil, err
 	}
 	s.RequestSigningCertificatePEM = pemCert
+	if keyPEM != "" {
+		op.KeepSecret(keyPEM)
+	}
 	return s, nil
 }
 
-// signingCertificate returns the route's current certificate while it is valid, or a new one:
-// an RSA 2048 key, which every IdP that verifies request signatures accepts (several accept no
-// ECDSA), self-signed for ten years. The key is made here, inside the write transaction, but only
-// when the route has no certificate yet, so the few tens of milliseconds it takes are paid once
-// per SAML configuration rather than on every PUT.
-func (m *EndpointSAMLMutate) signingCertificate(op *Op) (string, error) {
+// The service provider's paths below SAMLPathPrefix + <route id>. They live in the /ngrok/
+// namespace of the route's host, which edgeplane's sign-in modules keep for themselves, and
+// carry the route id so the data plane finds the route whatever its match.
+const (
+	SAMLPathPrefix   = "/ngrok/saml/"
+	SAMLMetadataPath = "/metadata"
+	SAMLACSPath      = "/acs"
+	SAMLSLOPath      = "/slo"
+)
+
+// samlBaseURL is the URL the service provider's paths of route op.ID start with:
+// https://<host>[:<port>]/ngrok/saml/<route id> for the first hostport of the route's edge that is
+// not a wildcard (port 443 left out), else <base URL>/saml/<route id>.
+func samlBaseURL(op *Op) (string, error) {
+	if op.Tx != nil && op.ParentID != "" {
+		doc, err := op.Tx.Get(HTTPSEdges, op.ParentID)
+		if err != nil && !IsNotFound(err) {
+			return "", err
+		}
+		if e, ok := doc.(*HTTPSEdge); ok {
+			for _, hp := range e.Hostports {
+				host, port, _ := strings.Cut(strings.ToLower(hp), ":")
+				if host == "" || strings.HasPrefix(host, "*") {
+					continue
+				}
+				if port != "" && port != "443" {
+					host += ":" + port
+				}
+				return "https://" + host + SAMLPathPrefix + op.ID, nil
+			}
+		}
+	}
+	return strings.TrimRight(op.Settings.BaseURL, "/") + "/saml/" + op.ID, nil
+}
+
+// signingCertificate returns the route's current certificate while it is valid and the store
+// keeps its private key (keyPEM is then ""), or a new certificate and its key: an RSA 2048 key,
+// which every IdP that verifies request signatures accepts (several accept no ECDSA),
+// self-signed for ten years. A route configured before edgeplane kept these keys has a
+// certificate without one, and gets a new pair here: its IdP must be given the new certificate.
+func (m *EndpointSAMLMutate) signingCertificate(op *Op) (certPEM, keyPEM string, err error) {
 	now := time.Now().UTC()
 	if op.Tx != nil && op.ID != "" {
 		doc, err := op.Tx.Get(HTTPSEdgeRoutes, op.ID)
 		if err != nil && !IsNotFound(err) {
-			return "", err
+			return "", "", err
 		}
 		if r, ok := doc.(*HTTPSEdgeRoute); ok && r.SAML != nil {
-			if b, _ := pem.Decode([]byte(r.SAML.RequestSigningCertificatePEM)); b != nil {
-				if c, err := x509.ParseCertificate(b.Bytes); err == nil && now.Before(c.NotAfter) {
-					return r.SAML.RequestSigningCertificatePEM, nil
-				}
+			kept, err := op.Tx.Secret(op.ID)
+			if err != nil && !IsNotFound(err) {
+				return "", "", err
+			}
+			if pair, err := SAMLKeyPair(r.SAML.RequestSigningCertificatePEM, kept); err == nil && now.Before(pair.Leaf.NotAfter) {
+				return r.SAML.RequestSigningCertificatePEM, "", nil
 			}
 		}
 	}
-	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
+	key, err := takeSAMLKey()
 	if err != nil {
-		return "", fmt.Errorf("saml: generating the request signing key: %w", err)
+		return "", "", err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return "", fmt.Errorf("saml: certificate serial: %w", err)
+		return "", "", fmt.Errorf("saml: certificate serial: %w", err)
 	}
 	notBefore := now.Add(-5 * time.Minute).Truncate(time.Second) // tolerate an IdP clock slightly behind
 	tpl := &x509.Certificate{
@@ -211,7 +263,78 @@ func (m *EndpointSAMLMutate) signingCertificate(op *Op) (string, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
 	if err != nil {
-		return "", fmt.Errorf("saml: self-signing the request signing certificate: %w", err)
+		return "", "", fmt.Errorf("saml: self-signing the request signing certificate: %w", err)
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), nil
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", fmt.Errorf("saml: encoding the request signing key: %w", err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})), nil
+}
+
+// SAMLKeyPair parses a route's request signing certificate and the private key the store keeps
+// for it, and checks that they belong together and that the key is RSA: the API keeps a pair
+// only when it passes (and the certificate has not expired), and the data plane signs only with
+// one that does. The pair's Leaf is set.
+func SAMLKeyPair(certPEM, keyPEM string) (tls.Certificate, error) {
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("saml: request signing certificate and key: %w", err)
+	}
+	if _, ok := pair.PrivateKey.(*rsa.PrivateKey); !ok {
+		return tls.Certificate{}, errors.New("saml: the request signing key is not RSA")
+	}
+	if pair.Leaf == nil {
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return tls.Certificate{}, err
+		}
+	}
+	return pair, nil
+}
+
+// spareSAMLKey holds one RSA key made ahead of need. Validate, which runs before the write
+// transaction, fills it; Build, inside the transaction, takes it. So the tens of milliseconds an
+// RSA key takes are not spent holding the database's write lock (SQLite has one writer), and a
+// PUT that keeps its certificate costs no key at all once the spare is made. A spare was never
+// used or shown, so any route may take it.
+var spareSAMLKey struct {
+	sync.Mutex
+	key *rsa.PrivateKey
+}
+
+// prepareSAMLKey makes the spare key when there is none.
+func prepareSAMLKey() error {
+	spareSAMLKey.Lock()
+	have := spareSAMLKey.key != nil
+	spareSAMLKey.Unlock()
+	if have {
+		return nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
+	if err != nil {
+		return fmt.Errorf("saml: generating the request signing key: %w", err)
+	}
+	spareSAMLKey.Lock()
+	if spareSAMLKey.key == nil {
+		spareSAMLKey.key = key
+	}
+	spareSAMLKey.Unlock()
+	return nil
+}
+
+// takeSAMLKey returns the spare key, or a new one when another write took it first.
+func takeSAMLKey() (*rsa.PrivateKey, error) {
+	spareSAMLKey.Lock()
+	key := spareSAMLKey.key
+	spareSAMLKey.key = nil
+	spareSAMLKey.Unlock()
+	if key != nil {
+		return key, nil
+	}
+	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
+	if err != nil {
+		return nil, fmt.Errorf("saml: generating the request signing key: %w", err)
+	}
+	return key, nil
 }

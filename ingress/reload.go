@@ -202,9 +202,13 @@ func (p *Planner) build(ctx context.Context, account string) (*plan.Account, err
 	}
 	s := &plan.Snapshot{Account: account, Backends: map[string]ep.Document{}, CAs: map[string]*ep.CertificateAuthority{}, Env: p.env}
 	routes := map[string][]*ep.HTTPSEdgeRoute{}
+	s.SAMLKeys = map[string]string{}
 	for _, d := range docs.ByKind[ep.HTTPSEdgeRoutes] {
 		r := d.(*ep.HTTPSEdgeRoute)
 		routes[r.EdgeID] = append(routes[r.EdgeID], r)
+		if k, ok := docs.Keys[r.ID]; ok && r.SAML != nil {
+			s.SAMLKeys[r.ID] = k
+		}
 	}
 	for _, d := range docs.ByKind[ep.HTTPSEdges] {
 		e := d.(*ep.HTTPSEdge)

@@ -26,6 +26,10 @@ type Snapshot struct {
 	// them, with their private keys, by certificate id.
 	Domains      []*ep.ReservedDomain
 	Certificates map[string]CertKey
+	// SAMLKeys are the private keys (PEM) of the SAML request signing certificates of the routes
+	// with the saml module, by route id: the store keeps them encrypted, never in the route's
+	// document, so only the data plane sees them.
+	SAMLKeys map[string]string
 	// Env is what stages may use beyond the configuration (an HTTP client for fetching keys);
 	// nil in tests that need none.
 	Env *Env

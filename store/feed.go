@@ -115,9 +115,9 @@ func (s *Store) committed(account string, res *ep.Resource, err error) {
 const notifyChannel = "edgeplane_changes"
 
 // Snapshot reads what the data plane needs of one account: its edges with their routes, its
-// backends, IP policy rules, certificate authorities and reserved domains, and the TLS
+// backends, IP policy rules, certificate authorities and reserved domains, the TLS
 // certificates attached to those domains with their private keys (decrypted: the public
-// listener serves them).
+// listener serves them), and the SAML request signing keys of its routes.
 func (s *Store) Snapshot(ctx context.Context, account string) (*SnapshotDocs, error) {
 	kinds := []*ep.Resource{ep.HTTPSEdges, ep.HTTPSEdgeRoutes, ep.TLSEdges, ep.TCPEdges, ep.IPPolicyRules,
 		ep.CertificateAuthorities, ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends,
@@ -142,25 +142,35 @@ func (s *Store) Snapshot(ctx context.Context, account string) (*SnapshotDocs, er
 		if err != nil {
 			return nil, err
 		}
-		var sealed string
-		if err := s.r.QueryRowContext(ctx, s.d.rebind(secretGet), rd.Certificate.ID, account).Scan(&sealed); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			return nil, s.classify(err)
-		}
-		key, err := s.seal.open(rd.Certificate.ID, sealed)
+		key, ok, err := s.objectSecret(ctx, account, rd.Certificate.ID)
 		if err != nil {
 			return nil, err
 		}
+		if !ok {
+			continue
+		}
 		out.ByKind[ep.TLSCertificates] = append(out.ByKind[ep.TLSCertificates], cd)
 		out.Keys[rd.Certificate.ID] = key
+	}
+	// The SAML request signing keys of the routes with the module: the data plane signs the
+	// routes' authentication requests with them.
+	for _, d := range out.ByKind[ep.HTTPSEdgeRoutes] {
+		if r := d.(*ep.HTTPSEdgeRoute); r.SAML != nil {
+			key, ok, err := s.objectSecret(ctx, account, r.ID)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out.Keys[r.ID] = key
+			}
+		}
 	}
 	return out, nil
 }
 
 // SnapshotDocs is one account's documents of the kinds the data plane reads, by collection,
-// and the private keys of its TLS certificates that are attached to reserved domains, by id.
+// and private keys by the id of the object keeping them: its TLS certificates that are
+// attached to reserved domains, and its routes with a SAML module (their request signing keys).
 type SnapshotDocs struct {
 	Account string
 	ByKind  map[*ep.Resource][]ep.Document

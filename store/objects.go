@@ -307,6 +307,11 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		} else if n == 0 {
 			return errRetry
 		}
+		if op.Secret != "" { // a new secret of the object (a route's SAML signing key)
+			if err := s.replaceSecret(ctx, tx, caller.AccountID, id, op.Secret); err != nil {
+				return err
+			}
+		}
 		if refs := refsOf(d); !slices.EqualFunc(refs, refsBefore, sameReference) {
 			if err := s.writeRefs(ctx, tx, caller.AccountID, id, refs, true); err != nil {
 				return err

@@ -19,7 +19,8 @@ import (
 	ep "github.com/edgeplane/edgeplane"
 )
 
-// Secrets (the private keys of TLS certificates and SSH certificate authorities) live in the
+// Secrets (the private keys of TLS certificates, SSH certificate authorities and the SAML request
+// signing certificates of HTTPS edge routes) live in the
 // "secrets" table, one row per object, beside the object's document and never inside it, so no
 // rendering of a document can show one. They are encrypted at rest with AES-256-GCM; the
 // object's id is the additional data, so a ciphertext moved to another row does not open.
@@ -247,6 +248,30 @@ func (s *Store) putSecret(ctx context.Context, tx *wtx, account, id, secret stri
 	}
 	_, err = tx.ExecContext(ctx, s.d.rebind(secretIns), id, account, sealed)
 	return s.classify(err)
+}
+
+// replaceSecret keeps a new secret of an existing object in place of any it had, inside the
+// update's transaction: an HTTPS edge route's SAML request signing key, made when the module is
+// first configured on the route.
+func (s *Store) replaceSecret(ctx context.Context, tx *wtx, account, id, secret string) error {
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM secrets WHERE object_id = ?`), id); err != nil {
+		return s.classify(err)
+	}
+	return s.putSecret(ctx, tx, account, id, secret)
+}
+
+// objectSecret reads and decrypts the secret kept with an object of account, outside any write
+// (the data plane's snapshot); ok is false when the object keeps none.
+func (s *Store) objectSecret(ctx context.Context, account, id string) (secret string, ok bool, err error) {
+	var sealed string
+	if err := s.r.QueryRowContext(ctx, s.d.rebind(secretGet), id, account).Scan(&sealed); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", false, nil
+		}
+		return "", false, s.classify(err)
+	}
+	secret, err = s.seal.open(id, sealed)
+	return secret, err == nil, err
 }
 
 // Secret returns the secret kept with an object of the caller's account.
