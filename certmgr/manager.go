@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,25 @@ type Config struct {
 	Attempt time.Duration
 }
 
+// testLeaseEnv names the environment variable that shortens the default lease, for tests only.
+const testLeaseEnv = "EDGEPLANE_TEST_ACME_LEASE"
+
+// defaultLease is Config.Lease's default: two minutes. The crash takeover test of cmd/edgeplane
+// kills a serve process in the middle of a job and has another take the job over once the lease
+// ends; it sets EDGEPLANE_TEST_ACME_LEASE (a Go duration, such as "4s") in the processes it
+// starts so that this takes seconds. It is no user setting, which is why it is neither a flag nor
+// in serve's help: docs/testing.md documents it with the tests.
+var defaultLease = leaseFromEnv(os.Getenv(testLeaseEnv))
+
+// leaseFromEnv is the lease that value of EDGEPLANE_TEST_ACME_LEASE asks for, two minutes when it
+// is empty or not a positive duration.
+func leaseFromEnv(value string) time.Duration {
+	if d, err := time.ParseDuration(value); err == nil && d > 0 {
+		return d
+	}
+	return 2 * time.Minute
+}
+
 // Manager runs the certificate jobs of this replica.
 type Manager struct {
 	cfg        Config
@@ -80,7 +100,7 @@ func New(cfg Config) *Manager {
 		cfg.Poll = time.Minute
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 2 * time.Minute
+		cfg.Lease = defaultLease
 	}
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = time.Minute
@@ -123,8 +143,10 @@ func (m *Manager) lease() time.Duration { return m.cfg.Lease }
 func (m *Manager) loop() {
 	defer m.wg.Done()
 	for {
-		next := m.scan()
-		wait := min(m.cfg.Poll, max(time.Until(next), 50*time.Millisecond))
+		wait := m.cfg.Poll
+		if next := m.scan(); !next.IsZero() {
+			wait = min(wait, max(time.Until(next), 50*time.Millisecond))
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-m.ctx.Done():
@@ -150,9 +172,14 @@ func (m *Manager) scan() time.Time {
 		}
 		return time.Now().Add(m.cfg.Poll)
 	}
-	m.forgetJobs(ctx, domains)
+	held := m.forgetJobs(ctx, domains)
 	now := time.Now()
 	var next time.Time
+	later := func(at time.Time) {
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
 	for _, md := range domains {
 		d := md.Domain
 		if strings.HasPrefix(d.Domain, "*.") {
@@ -165,9 +192,13 @@ func (m *Manager) scan() time.Time {
 		}
 		at, due := dueAt(d, now)
 		if !due {
-			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
-				next = at
-			}
+			later(at)
+			continue
+		}
+		if until, ok := held[d.ID]; ok && !now.After(until) {
+			// Another replica holds the job (or held it and died): leave it alone until its lease
+			// ends (stored to the second, taken once that second has passed), then take it over.
+			later(until.Add(time.Second))
 			continue
 		}
 		m.mu.Lock()
@@ -185,21 +216,27 @@ func (m *Manager) scan() time.Time {
 }
 
 // forgetJobs removes the job rows of domains that no longer have a policy (or no longer exist):
-// removing the policy stops the job.
-func (m *Manager) forgetJobs(ctx context.Context, domains []store.ManagedDomain) {
-	ids, err := m.cfg.Store.ACMEJobDomains(ctx)
-	if err != nil || len(ids) == 0 {
-		return
+// removing the policy stops the job. It returns when the leases other replicas hold on the
+// remaining jobs end.
+func (m *Manager) forgetJobs(ctx context.Context, domains []store.ManagedDomain) map[string]time.Time {
+	leases, err := m.cfg.Store.ACMELeases(ctx)
+	if err != nil || len(leases) == 0 {
+		return nil
 	}
 	managed := map[string]bool{}
 	for _, md := range domains {
 		managed[md.Domain.ID] = true
 	}
-	for _, id := range ids {
-		if !managed[id] {
-			_ = m.cfg.Store.DeleteACMEJob(ctx, id)
+	held := map[string]time.Time{}
+	for _, l := range leases {
+		switch {
+		case !managed[l.DomainID]:
+			_ = m.cfg.Store.DeleteACMEJob(ctx, l.DomainID)
+		case l.Holder != "" && l.Holder != m.cfg.Replica:
+			held[l.DomainID] = l.Until
 		}
 	}
+	return held
 }
 
 // dueAt says whether the domain's job should run now, and otherwise when it will (zero: not

@@ -8,9 +8,12 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	"golang.org/x/crypto/acme"
@@ -245,6 +248,13 @@ func (m *Manager) client(ctx context.Context) (*acme.Client, error) {
 		return nil, fmt.Errorf("ACME account key: %w", err)
 	}
 	c := &acme.Client{Key: key, DirectoryURL: m.cfg.Directory, HTTPClient: m.httpClient, UserAgent: "edgeplane"}
+	dir, err := c.Discover(ctx)
+	if err != nil {
+		return nil, directoryError(m.cfg.Directory, err)
+	}
+	if dir.RegURL == "" || dir.OrderURL == "" {
+		return nil, fmt.Errorf("%s did not answer as an ACME directory (it names no newAccount or newOrder URL)", m.cfg.Directory)
+	}
 	var contact []string
 	if m.cfg.Email != "" {
 		contact = []string{"mailto:" + m.cfg.Email}
@@ -254,4 +264,23 @@ func (m *Manager) client(ctx context.Context) (*acme.Client, error) {
 	}
 	m.acme = c
 	return c, nil
+}
+
+// directoryError says in plain words why the ACME directory could not be read: nothing answered
+// at its address (or its HTTPS was not trusted, or it timed out), or what answered is not an
+// ACME server. Either is temporary as far as the domain is concerned (INTERNAL_ERROR, retried).
+func directoryError(dir string, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return fmt.Errorf("the ACME directory %s could not be reached (%v)", dir, uerr.Err)
+	}
+	var aerr *acme.Error
+	if errors.As(err, &aerr) && aerr.ProblemType == "" {
+		return fmt.Errorf("%s did not answer as an ACME directory (HTTP %d %s)", dir, aerr.StatusCode, http.StatusText(aerr.StatusCode))
+	}
+	var serr *json.SyntaxError
+	if errors.As(err, &serr) {
+		return fmt.Errorf("%s did not answer as an ACME directory (its answer is not JSON)", dir)
+	}
+	return fmt.Errorf("%s did not answer as an ACME directory (%v)", dir, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -151,20 +152,37 @@ func (s *Store) DeleteACMEJob(ctx context.Context, domainID string) error {
 	})
 }
 
-// ACMEJobDomains returns the ids of the domains that have a job row.
-func (s *Store) ACMEJobDomains(ctx context.Context) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT domain_id FROM acme_jobs ORDER BY domain_id`)
+// ACMELease is the lease of one domain's job: who holds it and until when.
+type ACMELease struct {
+	DomainID string
+	// Holder is the replica holding the lease, "" when it was released.
+	Holder string
+	// Until is when the lease ends unless renewed; zero when it was released.
+	Until time.Time
+}
+
+// ACMELeases returns the lease of every domain that has a job row, so that a replica leaves a
+// job another holds alone until its lease ends, and forgets the jobs of domains that lost their
+// policy.
+func (s *Store) ACMELeases(ctx context.Context) ([]ACMELease, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT domain_id, holder, lease_until FROM acme_jobs ORDER BY domain_id`)
 	if err != nil {
 		return nil, s.classify(err)
 	}
 	defer rows.Close()
-	var out []string
+	var out []ACMELease
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var l ACMELease
+		var until string
+		if err := rows.Scan(&l.DomainID, &l.Holder, &until); err != nil {
 			return nil, s.classify(err)
 		}
-		out = append(out, id)
+		if until != "" {
+			if l.Until, err = time.Parse(ep.TimeFormat, until); err != nil {
+				return nil, fmt.Errorf("store: acme_jobs.lease_until of %s: %w", l.DomainID, err)
+			}
+		}
+		out = append(out, l)
 	}
 	return out, s.classify(rows.Err())
 }
