@@ -1,0 +1,36 @@
+package plan
+
+import (
+	"errors"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// The oidc route module: an OpenID Connect sign-in in front of the route, with the session
+// sealed under the deployment's identity-sessions key and every provider call made with the
+// data plane's outbound client. The provider is discovered when a visitor first needs it. The
+// module has no auth_check_interval in the API, so its sessions are not re-checked with the
+// provider; inactivity_timeout and maximum_duration end them.
+func init() {
+	registerRouteStage("oidc", func(cfg any, s *Snapshot) (enforce.Stage, error) {
+		m := cfg.(*ep.EndpointOIDC)
+		sess, err := sessionConfig(s, m.CookiePrefix, m.InactivityTimeout, m.MaximumDuration, m.OptionsPassthrough)
+		if err != nil {
+			return nil, err
+		}
+		return enforce.NewOIDC(enforce.OIDCConfig{Issuer: m.Issuer, ClientID: m.ClientID, ClientSecret: m.ClientSecret,
+			Scopes: m.Scopes, Session: sess, Client: s.Env.Outbound})
+	})
+}
+
+// sessionConfig is the session settings every sign-in module shares, with the environment's key;
+// without the key or an outbound client no sign-in module can work, and the route fails closed.
+func sessionConfig(s *Snapshot, prefix string, inactivity, maximum uint32, passthrough bool) (enforce.SessionConfig, error) {
+	if s.Env == nil || len(s.Env.SessionKey) != 32 || s.Env.Outbound == nil {
+		return enforce.SessionConfig{}, errors.New("the data plane has no session key or outbound client for sign-in")
+	}
+	return enforce.SessionConfig{Key: s.Env.SessionKey, CookiePrefix: prefix, OptionsPassthrough: passthrough,
+		InactivityTimeout: time.Duration(inactivity) * time.Second, MaximumDuration: time.Duration(maximum) * time.Second}, nil
+}
