@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -11,6 +12,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/store"
 )
 
 type ctxKey int
@@ -147,7 +149,7 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, caller ep.Caller, err error) bool {
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
-		s.fail(w, r, err)
+		s.fail(w, r, authError(err))
 		return false
 	}
 	opOf(r).account = caller.AccountID
@@ -164,6 +166,20 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, caller ep.Caller,
 		}
 	}
 	return true
+}
+
+// authError words the store's refusals of a presented key as the API's 401s; any other error
+// (the database unreachable, a malformed credential already worded) passes unchanged.
+func authError(err error) error {
+	switch {
+	case errors.Is(err, store.ErrUnknownKey):
+		return &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthUnknown,
+			Msg: "The API key is not valid: it is unknown or has been deleted."}
+	case errors.Is(err, store.ErrInactiveKey):
+		return &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthInactive,
+			Msg: "The bot user that owns this API key is inactive."}
+	}
+	return err
 }
 
 // checkVersion requires API version 2 in Ngrok-Version (what existing clients send) or

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"net/http"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -99,8 +98,8 @@ func (s *Store) addPrincipal(ctx context.Context, tx *wtx, accountID string, rol
 }
 
 // Authenticate finds the API key of a presented token with one indexed query and checks its
-// secret in constant time. A token that is unknown, of a deleted key, or wrong is 401
-// ERR_NGROK_203; a key of an inactive bot user is 401 ERR_NGROK_204.
+// secret in constant time. A token that is unknown, of a deleted key, or wrong is ErrUnknownKey;
+// a key of an inactive bot user is ErrInactiveKey (the server words them as 401s).
 func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.Caller, error) {
 	v, cacheable := s.cache.version()
 	if cacheable {
@@ -111,7 +110,7 @@ func (s *Store) Authenticate(ctx context.Context, selector, secret string) (ep.C
 		s.cache.count(false)
 	}
 	if !storable(selector) {
-		return ep.Caller{}, unknownToken() // no key has it, and PostgreSQL would refuse the query
+		return ep.Caller{}, ErrUnknownKey // no key has it, and PostgreSQL would refuse the query
 	}
 	if s.combine != nil {
 		l, err := s.combine.do(ctx, selector, "", "")
@@ -212,25 +211,29 @@ func (k *keyRow) dest() []any {
 // caller checks the presented secret against the key read with error err, in constant time.
 func (k *keyRow) caller(s *Store, err error, secret string) (ep.Caller, error) {
 	if errors.Is(err, sql.ErrNoRows) {
-		return ep.Caller{}, unknownToken()
+		return ep.Caller{}, ErrUnknownKey
 	}
 	if err != nil {
 		return ep.Caller{}, s.classify(err)
 	}
 	stored, err := hex.DecodeString(k.hash)
 	if err != nil || !ep.SecretMatches(secret, stored) {
-		return ep.Caller{}, unknownToken()
+		return ep.Caller{}, ErrUnknownKey
 	}
 	if k.active == 0 {
-		return ep.Caller{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthInactive,
-			Msg: "The bot user that owns this API key is inactive."}
+		return ep.Caller{}, ErrInactiveKey
 	}
 	c := k.c
 	c.Principal.AccountID, c.Principal.Role, c.Principal.Active = c.AccountID, ep.Role(k.role), true
 	return c, nil
 }
 
-func unknownToken() *ep.Error {
-	return &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthUnknown,
-		Msg: "The API key is not valid: it is unknown or has been deleted."}
-}
+// The errors of Authenticate and AuthenticateGet for a presented key the store refuses. They are
+// facts, not answers: the server turns them into its 401 responses, with their wording.
+var (
+	// ErrUnknownKey is a token that is unknown, of a deleted key, or with a wrong secret.
+	ErrUnknownKey = errors.New("store: unknown API key")
+	// ErrInactiveKey is a key whose owning bot user is inactive.
+	ErrInactiveKey = errors.New("store: the API key's bot user is inactive")
+)
+

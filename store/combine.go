@@ -84,7 +84,9 @@ type lookup struct {
 
 // combiner runs lookups for the store; see above.
 type combiner struct {
-	s     *Store
+	// rd and q are all of the store the lookups need: its readers and its queries.
+	rd    *reader
+	q     *queries
 	queue chan *lookup
 	stop  chan struct{}
 	once  sync.Once
@@ -99,8 +101,8 @@ type combiner struct {
 	stuck atomic.Bool
 }
 
-func newCombiner(s *Store) *combiner {
-	c := &combiner{s: s, queue: make(chan *lookup), stop: make(chan struct{})}
+func newCombiner(rd *reader, q *queries) *combiner {
+	c := &combiner{rd: rd, q: q, queue: make(chan *lookup), stop: make(chan struct{})}
 	first := make(chan struct{})
 	c.patience.Store(&first)
 	go c.clock()
@@ -197,9 +199,9 @@ func (c *combiner) alone(ctx context.Context, l *lookup) (*lookup, error) {
 func (c *combiner) single(ctx context.Context, l *lookup) {
 	dest := l.k.dest()
 	if l.id == "" {
-		l.err = c.s.rd.QueryRowContext(ctx, c.s.q.auth, l.selector, ep.APIKeys.Kind).Scan(dest...)
+		l.err = c.rd.QueryRowContext(ctx, c.q.auth, l.selector, ep.APIKeys.Kind).Scan(dest...)
 	} else {
-		l.err = c.s.rd.QueryRowContext(ctx, c.s.q.authGet, l.id, l.kind, l.selector, ep.APIKeys.Kind).
+		l.err = c.rd.QueryRowContext(ctx, c.q.authGet, l.id, l.kind, l.selector, ep.APIKeys.Kind).
 			Scan(append(dest, &l.doc, &l.parent)...)
 	}
 }
@@ -238,7 +240,7 @@ func (c *combiner) run(batch []*lookup) {
 		sels[i], ids[i], kinds[i] = l.selector, l.id, l.kind
 		l.err = sql.ErrNoRows // until its row arrives
 	}
-	rows, err := c.s.rd.QueryContext(ctx, authMany, sels, ids, kinds, ep.APIKeys.Kind)
+	rows, err := c.rd.QueryContext(ctx, authMany, sels, ids, kinds, ep.APIKeys.Kind)
 	if err == nil {
 		err = c.scan(rows, batch)
 	}

@@ -214,10 +214,7 @@ func TestCombinedLookupsUnderLoad(t *testing.T) {
 	t.Logf("%d lookups in %d queries", lookups, queries)
 }
 
-func isUnknownKey(err error) bool {
-	var e *ep.Error
-	return errors.As(err, &e) && e.Status == 401 && e.Code == ep.CodeAuthUnknown
-}
+func isUnknownKey(err error) bool { return errors.Is(err, ErrUnknownKey) }
 
 // A lookup after Close is refused at once with the store's own error, instead of waiting for a
 // goroutine that has stopped (or, when a lookup goroutine took it in the moment Close began,

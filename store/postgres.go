@@ -21,6 +21,7 @@ import (
 type pgDialect struct{}
 
 func (pgDialect) name() string { return "postgres" }
+func (pgDialect) remote() bool { return true }
 
 // rebind turns ? placeholders into $1, $2, … (no query of ours has a literal ? in a string).
 func (pgDialect) rebind(q string) string {

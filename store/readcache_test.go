@@ -110,7 +110,7 @@ func TestReadCacheSeesWritesOfAnotherStore(t *testing.T) {
 	}
 	// A wrong secret for a cached key is refused.
 	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, strings.Repeat("A", 52), ep.IPPolicies, "", w.policy, "")
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 	if _, err := w.a.Authenticate(ctx, w.selector, strings.Repeat("A", 52)); err == nil {
 		t.Fatal("a wrong secret authenticated")
 	}
@@ -126,9 +126,9 @@ func TestReadCacheSeesWritesOfAnotherStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 	_, err = w.a.Authenticate(ctx, w.selector, w.secret)
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 }
 
 func (w *cacheWorld) keyID(t *testing.T) string {
@@ -170,9 +170,9 @@ func TestReadCacheSeesWritesOfAnotherSQLite(t *testing.T) {
 	// The key's owner made inactive by hand: refused on the next request, both ways.
 	sqlite(`UPDATE principals SET active = 0`)
 	_, err = w.a.Authenticate(ctx, w.selector, w.secret)
-	wantCode(t, err, 401, ep.CodeAuthInactive)
+	wantErr(t, err, store.ErrInactiveKey)
 	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
-	wantCode(t, err, 401, ep.CodeAuthInactive)
+	wantErr(t, err, store.ErrInactiveKey)
 	// A checkpoint that empties the WAL changes no data; reads go on (and cache again).
 	sqlite(`UPDATE principals SET active = 1`)
 	sqlite(`PRAGMA wal_checkpoint(TRUNCATE)`)
@@ -181,7 +181,7 @@ func TestReadCacheSeesWritesOfAnotherSQLite(t *testing.T) {
 	}
 	sqlite(`DELETE FROM tokens`)
 	_, err = w.a.Authenticate(ctx, w.selector, w.secret)
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 }
 
 // TestReadCacheOwnWrites: this store's own writes are seen by its next read, and with the cache
@@ -284,9 +284,9 @@ func TestReadCacheCarriedAcrossOwnCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := w.a.Authenticate(ctx, w.selector, w.secret)
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 	_, _, _, err = w.a.AuthenticateGet(ctx, w.selector, w.secret, ep.IPPolicies, "", w.policy, "")
-	wantCode(t, err, 401, ep.CodeAuthUnknown)
+	wantErr(t, err, store.ErrUnknownKey)
 }
 
 // TestCreateChecksAgainstTheDatabaseAfterAnotherStore: a create's check of the object it names

@@ -20,6 +20,7 @@ import (
 type sqliteDialect struct{}
 
 func (sqliteDialect) name() string           { return "sqlite" }
+func (sqliteDialect) remote() bool           { return false }
 func (sqliteDialect) rebind(q string) string { return q }
 
 func (sqliteDialect) uniqueViolation(err error) bool {

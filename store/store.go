@@ -26,6 +26,11 @@ var migrations embed.FS
 // dialect is what differs between database engines.
 type dialect interface {
 	name() string
+	// remote reports whether the engine is a server reached over the network (PostgreSQL), where
+	// each query costs a round trip and concurrent key lookups are worth combining into one;
+	// otherwise it is a SQLite file in this process, written through one connection by the
+	// committer, checkpointed by the checkpointer, with a read cache on its wal-index.
+	remote() bool
 	// rebind rewrites the ? placeholders of a query into the engine's syntax.
 	rebind(q string) string
 	// uniqueViolation reports whether err is a unique or primary key constraint failure.
@@ -189,26 +194,25 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.q = prepare(s.d)
-	if s.d.name() == "postgres" {
-		s.combine = newCombiner(s)
-	}
-	if s.d.name() == "sqlite" {
+	if s.d.remote() {
+		s.combine = newCombiner(s.rd, &s.q)
+	} else {
 		// Without a wal-index (the database could not switch to WAL) there is nothing to
 		// checkpoint, and the writer keeps SQLite's own checkpoints.
 		s.ckpt, _ = openCheckpointer(ctx, s.sqlitePath, sqliteDSN(s.sqlitePath, opts.Durability, nil))
+		if !opts.NoReadCache {
+			// Without a wal-index to ask (the database could not switch to WAL), every read
+			// goes to the database, as it always may.
+			s.cache, _ = openReadCache(ctx, s.sqlitePath, s.readDSN)
+		}
 		if s.rd.stmts, err = prepareAll(ctx, s.r, s.q.reads()); err == nil {
-			s.commit, err = newCommitter(s, opts.MaxBatch)
+			s.commit, err = newCommitter(committerEnv{w: s.w, q: &s.q, ckpt: s.ckpt, cache: s.cache, classify: s.classify}, opts.MaxBatch)
 		}
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("store: prepare statements: %w", err)
 		}
 		s.rd.noCancel = true
-		if !opts.NoReadCache {
-			// Without a wal-index to ask (the database could not switch to WAL), every read
-			// goes to the database, as it always may.
-			s.cache, _ = openReadCache(ctx, s.sqlitePath, s.readDSN)
-		}
 	}
 	return s, nil
 }

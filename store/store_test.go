@@ -145,6 +145,14 @@ func wantCode(t *testing.T, err error, status, code int) {
 	}
 }
 
+// wantErr fails the test unless err is (or wraps) want.
+func wantErr(t *testing.T, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("error %v, want %v", err, want)
+	}
+}
+
 func TestCRUDAndIsolation(t *testing.T) {
 	engines(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
@@ -476,19 +484,19 @@ func TestAuthenticate(t *testing.T) {
 			wrong = "B"
 		}
 		_, err = s.Authenticate(ctx, sel, secret[:51]+wrong)
-		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		wantErr(t, err, store.ErrUnknownKey)
 		// A selector that is not valid UTF-8 (ParseToken does not look at its characters) names
 		// no key; PostgreSQL would refuse the query itself, which was a 500.
 		bad := sel[:26] + "\xff"
 		_, err = s.Authenticate(ctx, bad, secret)
-		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		wantErr(t, err, store.ErrUnknownKey)
 		_, _, _, err = s.AuthenticateGet(ctx, bad, secret, ep.APIKeys, "", d.Base().ID, "")
-		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		wantErr(t, err, store.ErrUnknownKey)
 		if err := s.Delete(ctx, a, ep.APIKeys, "", d.Base().ID); err != nil {
 			t.Fatal(err)
 		}
 		_, err = s.Authenticate(ctx, sel, secret)
-		wantCode(t, err, 401, ep.CodeAuthUnknown)
+		wantErr(t, err, store.ErrUnknownKey)
 	})
 }
 

@@ -79,7 +79,7 @@ func (p *panicError) Error() string { return fmt.Sprintf("panic in a write trans
 
 // committer runs the write transactions of a SQLite store.
 type committer struct {
-	s        *Store
+	env      committerEnv
 	max      int
 	queue    chan *txRequest // unbuffered: a request is either taken by the committer or not sent
 	quit     chan struct{}
@@ -97,6 +97,17 @@ type committer struct {
 	stmts stmtSet
 }
 
+// committerEnv is what the committer needs of its store: the writer pool, the prepared
+// queries, the checkpointer to nudge and the read cache to carry across commits (each may be
+// nil where the store has none), and how the store classifies an engine's errors.
+type committerEnv struct {
+	w        *sql.DB
+	q        *queries
+	ckpt     *checkpointer
+	cache    *readCache
+	classify func(error) error
+}
+
 // CommitStats counts the write transactions of a SQLite store and the batches the committer ran
 // them in: Requests / Batches is the average batch size. Both are zero on PostgreSQL.
 type CommitStats struct {
@@ -111,11 +122,11 @@ func (s *Store) CommitStats() CommitStats {
 	return CommitStats{Batches: s.commit.batches.Load(), Requests: s.commit.requests.Load()}
 }
 
-func newCommitter(s *Store, maxBatch int) (*committer, error) {
+func newCommitter(env committerEnv, maxBatch int) (*committer, error) {
 	if maxBatch <= 0 {
 		maxBatch = DefaultMaxBatch
 	}
-	c := &committer{s: s, max: maxBatch, queue: make(chan *txRequest), quit: make(chan struct{}), done: make(chan struct{})}
+	c := &committer{env: env, max: maxBatch, queue: make(chan *txRequest), quit: make(chan struct{}), done: make(chan struct{})}
 	if err := c.connect(); err != nil {
 		return nil, err
 	}
@@ -126,21 +137,21 @@ func newCommitter(s *Store, maxBatch int) (*committer, error) {
 // connect takes the writer pool's connection and prepares the write statements on it.
 func (c *committer) connect() error {
 	ctx := context.Background()
-	conn, err := c.s.w.Conn(ctx)
+	conn, err := c.env.w.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	// The checkpointer copies the WAL back beside the committer; the committer's own checkpoint
 	// is only its backstop (checkpoint.go).
 	auto := checkpointPages
-	if c.s.ckpt != nil {
+	if c.env.ckpt != nil {
 		auto = backstopPages
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, auto)); err != nil {
 		_ = conn.Close()
 		return err
 	}
-	stmts, err := prepareAll(ctx, conn, append(c.s.q.writes(), txBegin, txCommit, txRollback, spBegin, spRelease, spRollback))
+	stmts, err := prepareAll(ctx, conn, append(c.env.q.writes(), txBegin, txCommit, txRollback, spBegin, spRelease, spRollback))
 	if err != nil {
 		_ = conn.Close()
 		return err
@@ -192,9 +203,9 @@ func (c *committer) begin() (*wtx, error) {
 		}
 	}
 	if err != nil {
-		return nil, c.s.classify(err)
+		return nil, c.env.classify(err)
 	}
-	return &wtx{db: c.conn, stmts: c.stmts, ws: c.s.cache.beginWrite(&c.s.q)}, nil
+	return &wtx{db: c.conn, stmts: c.stmts, ws: c.env.cache.beginWrite(c.env.q)}, nil
 }
 
 // rollback ends the transaction on the committer's connection without writing anything of it.
@@ -219,7 +230,7 @@ func (c *committer) stop() {
 // has been rolled back (fn's error, or the error that prevented the commit).
 func (c *committer) do(ctx context.Context, fn txFunc) error {
 	if err := ctx.Err(); err != nil {
-		return c.s.classify(err)
+		return c.env.classify(err)
 	}
 	r := &txRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
@@ -227,7 +238,7 @@ func (c *committer) do(ctx context.Context, fn txFunc) error {
 	case <-c.quit:
 		return errStoreClosed
 	case <-ctx.Done():
-		return c.s.classify(ctx.Err()) // never handed over: nothing was written
+		return c.env.classify(ctx.Err()) // never handed over: nothing was written
 	}
 	// Once handed over, the committer always answers, and its answer is the truth about the
 	// write, so it is awaited even if ctx ends meanwhile.
@@ -262,7 +273,7 @@ func (c *committer) loop() {
 // alone runs one request in a transaction of its own.
 func (c *committer) alone(r *txRequest) error {
 	if err := r.ctx.Err(); err != nil {
-		return c.s.classify(err)
+		return c.env.classify(err)
 	}
 	t, err := c.begin()
 	if err != nil {
@@ -286,9 +297,9 @@ func (c *committer) commit(ws *writeSet) error {
 	}
 	ws.settle(err == nil)
 	if err == nil {
-		c.s.ckpt.nudge()
+		c.env.ckpt.nudge()
 	}
-	return c.s.classify(err)
+	return c.env.classify(err)
 }
 
 // together runs the requests in one transaction, each in a savepoint, and commits them at once.
@@ -310,7 +321,7 @@ func (c *committer) together(batch []*txRequest) {
 	ok := make([]*txRequest, 0, len(batch))
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			r.done <- c.s.classify(err)
+			r.done <- c.env.classify(err)
 			continue
 		}
 		t := &wtx{db: tx.db, stmts: tx.stmts, member: true, ws: tx.ws}
