@@ -57,7 +57,14 @@ func (c *Compression) Wrap(next http.Handler) http.Handler {
 // NegotiateCoding picks the coding for an Accept-Encoding header's values: "gzip" or "deflate",
 // whichever has the higher q-value above 0 (gzip on a tie; "*" stands for any coding not
 // named; x-gzip is gzip), or "" when the client accepts neither.
-func NegotiateCoding(accept []string) string {
+func NegotiateCoding(accept []string) string { return negotiate(accept, Codings) }
+
+// Codings are the content codings edgeplane compresses with, in its order of preference on a
+// tie of q-values.
+var Codings = []string{"gzip", "deflate"}
+
+// negotiate is NegotiateCoding among codings (a subset of Codings, in order of preference).
+func negotiate(accept []string, codings []string) string {
 	q := map[string]float64{}
 	star := -1.0
 	for _, v := range accept {
@@ -91,7 +98,7 @@ func NegotiateCoding(accept []string) string {
 		}
 	}
 	best, bestQ := "", 0.0
-	for _, c := range []string{"gzip", "deflate"} {
+	for _, c := range codings {
 		w, ok := q[c]
 		if !ok {
 			w = max(star, 0)

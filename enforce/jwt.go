@@ -97,23 +97,32 @@ func (j *JWT) Name() string { return "jwt_validation" }
 // Wrap admits requests with a valid token and refuses the others.
 func (j *JWT) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tokens := j.find(r)
-		if len(tokens) == 0 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
-			ErrorPage(w, http.StatusUnauthorized, 3406, "Token could not be found in request.")
-			return
+		if j.Admit(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		var reason error
-		for _, t := range tokens {
-			if reason = j.check(r, t); reason == nil {
-				next.ServeHTTP(w, r)
-				return
-			}
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane", error="invalid_token", error_description="`+
-			strings.NewReplacer(`"`, "'", `\`, "/").Replace(reason.Error())+`"`)
-		ErrorPage(w, http.StatusUnauthorized, 3401, "Your request lacks valid credentials: the token is not valid ("+reason.Error()+").")
 	})
+}
+
+// Admit checks one request: it reports true when a token in it is valid, and otherwise answers
+// the refusal (401 with its challenge) on w and reports false. A body a token was looked for in
+// is put back whole. The traffic policy's jwt-validation action runs it in its phase.
+func (j *JWT) Admit(w http.ResponseWriter, r *http.Request) bool {
+	tokens := j.find(r)
+	if len(tokens) == 0 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
+		ErrorPage(w, http.StatusUnauthorized, 3406, "Token could not be found in request.")
+		return false
+	}
+	var reason error
+	for _, t := range tokens {
+		if reason = j.check(r, t); reason == nil {
+			return true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane", error="invalid_token", error_description="`+
+		strings.NewReplacer(`"`, "'", `\`, "/").Replace(reason.Error())+`"`)
+	ErrorPage(w, http.StatusUnauthorized, 3401, "Your request lacks valid credentials: the token is not valid ("+reason.Error()+").")
+	return false
 }
 
 // foundToken is a token with the location it was found in.

@@ -18,22 +18,42 @@ import (
 // document's on_http_request phase run, in order, before the request goes upstream, and those
 // of on_http_response when the response's final status is written. A rule runs its actions, in
 // order, when every one of its expressions is true (a rule without expressions always runs);
-// a terminating action (deny, custom-response, redirect, a refusing restrict-ips) answers the
-// request and ends the phase.
+// a terminating action (deny, custom-response, redirect, a refusing restrict-ips, rate-limit,
+// verify-webhook or jwt-validation) answers the request and ends the phase.
 //
 // The actions applied are deny, custom-response, add-headers, remove-headers, redirect,
-// url-rewrite and restrict-ips in on_http_request, and add-headers, remove-headers, deny and
-// custom-response (which replace the upstream's answer) in on_http_response. CEL interpolation (${…}) is evaluated in header values, custom-response
-// bodies and the to of redirect and url-rewrite. NewTrafficPolicy refuses a document using any
-// other action, or interpolation in a regular expression (from), so the route fails closed
-// naming what it cannot apply. The rules of on_tcp_connect (deny, restrict-ips) run before
-// those of on_http_request, on every request of the route (the route is only known once a
-// request arrives): one that refuses closes the connection without an answer. Expressions are
-// compiled when the document is parsed, never per request; one that fails to evaluate answers
-// 503 ERR_NGROK_3210 rather than being taken as true or false.
+// url-rewrite, restrict-ips, rate-limit, verify-webhook, jwt-validation and compress-response in
+// on_http_request, and add-headers, remove-headers, deny, custom-response (which replace the
+// upstream's answer) and compress-response in on_http_response. CEL interpolation (${…}) is
+// evaluated in header values, custom-response bodies, the to of redirect and url-rewrite and
+// rate-limit's bucket keys. NewTrafficPolicy refuses a document using any other action, or
+// interpolation where it is not evaluated (a regular expression, a webhook secret, a JWT
+// setting), so the route fails closed naming what it cannot apply. The rules of on_tcp_connect
+// (deny, restrict-ips) run before those of on_http_request, on every request of the route (the
+// route is only known once a request arrives): one that refuses closes the connection without
+// an answer. Expressions are compiled when the document is parsed, never per request; one that
+// fails to evaluate answers 503 ERR_NGROK_3210 rather than being taken as true or false.
 type TrafficPolicy struct {
 	conn              *ConnPolicy
 	request, response []policyRule
+	opts              PolicyOptions
+	// writer is set when an on_http_request action acts on the response (compress-response):
+	// every request then gets a policyWriter, as it does when on_http_response has rules.
+	writer bool
+}
+
+// PolicyOptions is what a traffic policy's actions need beyond the document.
+type PolicyOptions struct {
+	// Outbound fetches jwt-validation's key sets and verify-webhook's SNS signing certificates
+	// (the data plane's client, trusting the system roots plus --outbound-ca). Without it,
+	// jwt-validation is refused when the stage is built and SNS certificates are fetched with
+	// a client trusting the system roots only.
+	Outbound *http.Client
+	// Limiter returns the limiter of a rate-limit action, calling make for a new one when the
+	// caller keeps none under key (the action's place in the document and its configuration).
+	// The plan keeps limiters across its rebuilds this way, so a route's counts survive them;
+	// nil makes a new limiter with each stage (an agent bind's live as long as the bind).
+	Limiter func(key string, make func() *RateLimiter) *RateLimiter
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to
@@ -47,10 +67,16 @@ type policyRule struct {
 
 type requestFunc func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request
 
-// NewTrafficPolicy makes the stage of a parsed document; an error names the first part of it
-// edgeplane does not apply.
+// NewTrafficPolicy makes the stage of a parsed document with no options (see
+// NewTrafficPolicyWith); an error names the first part of it edgeplane does not apply.
 func NewTrafficPolicy(p *trafficpolicy.Policy) (*TrafficPolicy, error) {
-	tp := &TrafficPolicy{}
+	return NewTrafficPolicyWith(p, PolicyOptions{})
+}
+
+// NewTrafficPolicyWith makes the stage of a parsed document with what its actions need beyond
+// it; an error names the first part of it edgeplane does not apply.
+func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPolicy, error) {
+	tp := &TrafficPolicy{opts: o}
 	if len(p.OnTCPConnect) > 0 {
 		cp, err := newConnPolicy(p.OnTCPConnect)
 		if err != nil {
@@ -61,7 +87,7 @@ func NewTrafficPolicy(p *trafficpolicy.Policy) (*TrafficPolicy, error) {
 	for _, r := range p.OnHTTPRequest {
 		pr := policyRule{rule: r}
 		for _, a := range r.Actions {
-			f, err := requestAction(a)
+			f, err := tp.requestAction(a)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +98,7 @@ func NewTrafficPolicy(p *trafficpolicy.Policy) (*TrafficPolicy, error) {
 	for _, r := range p.OnHTTPResponse {
 		pr := policyRule{rule: r}
 		for _, a := range r.Actions {
-			f, err := responseAction(a)
+			f, err := tp.responseAction(a)
 			if err != nil {
 				return nil, err
 			}
@@ -98,36 +124,46 @@ func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 				panic(http.ErrAbortHandler) // the server closes the connection (HTTP/2: resets the stream)
 			}
 		}
-		var vars map[string]any
-		getVars := func() map[string]any {
-			if vars == nil {
-				vars = tp.vars(r)
-			}
-			return vars
+		if len(tp.response) == 0 && !tp.writer {
+			tp.serve(w, r, next)
+			return
 		}
-		if len(tp.response) > 0 {
-			w = &policyWriter{ResponseWriter: w, tp: tp, vars: tp.vars(r)}
-		}
-		for _, pr := range tp.request {
-			if pr.rule.Expressions != nil {
-				ok, err := pr.rule.Match(getVars())
-				if err != nil {
-					policyFailed(w, err)
-					return
-				}
-				if !ok {
-					continue
-				}
-			}
-			for _, act := range pr.request {
-				if r = act(w, r, getVars); r == nil {
-					return
-				}
-			}
-			vars = nil // actions may have changed the request: evaluate later rules on the new one
-		}
-		next.ServeHTTP(w, r)
+		pw := &policyWriter{ResponseWriter: w, tp: tp, vars: tp.vars(r), req: r}
+		tp.serve(pw, r, next)
+		// Not deferred: a handler that panics (a proxied body cut off) must not get a
+		// well-formed compression trailer that would make the truncated body look complete.
+		pw.finish()
 	})
+}
+
+// serve runs the request phase's rules, then next unless an action answered.
+func (tp *TrafficPolicy) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var vars map[string]any
+	getVars := func() map[string]any {
+		if vars == nil {
+			vars = tp.vars(r)
+		}
+		return vars
+	}
+	for _, pr := range tp.request {
+		if pr.rule.Expressions != nil {
+			ok, err := pr.rule.Match(getVars())
+			if err != nil {
+				policyFailed(w, err)
+				return
+			}
+			if !ok {
+				continue
+			}
+		}
+		for _, act := range pr.request {
+			if r = act(w, r, getVars); r == nil {
+				return
+			}
+		}
+		vars = nil // actions may have changed the request: evaluate later rules on the new one
+	}
+	next.ServeHTTP(w, r)
 }
 
 // vars are the variables of a request, for the expressions.
@@ -158,24 +194,61 @@ func notApplied(a *trafficpolicy.Action, phase string) error {
 	return fmt.Errorf("%s: the %s action is not applied in %s yet", a.Path, a.Type, phase)
 }
 
+// requestBuilder makes an action of on_http_request ready to run from its decoded
+// configuration (one of trafficpolicy's *Config types); tp is the stage being built (its
+// options, and what the action needs of the stage).
+type requestBuilder func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error)
+
+// responseBuilder is requestBuilder for on_http_response.
+type responseBuilder func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (responseFunc, error)
+
+// requestActions and responseActions are the actions edgeplane applies in each HTTP phase: one
+// entry per action type, registered from this file or from the action's own
+// (trafficpolicy_<action>.go). A type without an entry fails the stage's build, naming it.
+var (
+	requestActions  = map[string]requestBuilder{}
+	responseActions = map[string]responseBuilder{}
+)
+
+// registerRequestAction and registerResponseAction add an action's builder for a phase; called
+// from the init of its file.
+func registerRequestAction(typ string, f requestBuilder) {
+	if _, dup := requestActions[typ]; dup {
+		panic("enforce: request action " + typ + " registered twice")
+	}
+	requestActions[typ] = f
+}
+
+func registerResponseAction(typ string, f responseBuilder) {
+	if _, dup := responseActions[typ]; dup {
+		panic("enforce: response action " + typ + " registered twice")
+	}
+	responseActions[typ] = f
+}
+
 // requestAction makes an action of on_http_request ready to run.
-func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
-	if !trafficpolicy.Implemented(a.Type) {
+func (tp *TrafficPolicy) requestAction(a *trafficpolicy.Action) (requestFunc, error) {
+	build, ok := requestActions[a.Type]
+	if !ok || !trafficpolicy.Implemented(a.Type) {
 		return nil, notApplied(a, trafficpolicy.OnHTTPRequest)
 	}
 	cfg, err := a.Decode()
 	if err != nil {
 		return nil, err
 	}
-	switch c := cfg.(type) {
-	case *trafficpolicy.DenyConfig:
-		status := orDefault(c.StatusCode, http.StatusForbidden)
+	return build(a, cfg, tp)
+}
+
+func init() {
+	registerRequestAction("deny", func(_ *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		status := orDefault(cfg.(*trafficpolicy.DenyConfig).StatusCode, http.StatusForbidden)
 		return func(w http.ResponseWriter, _ *http.Request, _ func() map[string]any) *http.Request {
 			w.WriteHeader(status)
 			return nil
 		}, nil
-	case *trafficpolicy.CustomResponseConfig:
-		body, headers, status, err := compileCustomResponse(a, c)
+	})
+	registerRequestAction("custom-response", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		body, headers, status, err := compileCustomResponse(a, cfg.(*trafficpolicy.CustomResponseConfig))
 		if err != nil {
 			return nil, err
 		}
@@ -192,8 +265,9 @@ func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
 			_, _ = io.WriteString(w, b)
 			return nil
 		}, nil
-	case *trafficpolicy.AddHeadersConfig:
-		headers, err := compileHeaders(a, c.Headers)
+	})
+	registerRequestAction("add-headers", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		headers, err := compileHeaders(a, cfg.(*trafficpolicy.AddHeadersConfig).Headers)
 		if err != nil {
 			return nil, err
 		}
@@ -212,13 +286,17 @@ func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
 			}
 			return r
 		}, nil
-	case *trafficpolicy.RemoveHeadersConfig:
+	})
+	registerRequestAction("remove-headers", func(_ *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		c := cfg.(*trafficpolicy.RemoveHeadersConfig)
 		return func(_ http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
 			r = withOwnHeader(r)
 			removeHeaders(r.Header, c.Headers)
 			return r
 		}, nil
-	case *trafficpolicy.RedirectConfig:
+	})
+	registerRequestAction("redirect", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		c := cfg.(*trafficpolicy.RedirectConfig)
 		if err := noInterpolation(a, "from", c.From); err != nil {
 			return nil, err
 		}
@@ -249,7 +327,9 @@ func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
 			w.WriteHeader(status)
 			return nil
 		}, nil
-	case *trafficpolicy.URLRewriteConfig:
+	})
+	registerRequestAction("url-rewrite", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		c := cfg.(*trafficpolicy.URLRewriteConfig)
 		if err := noInterpolation(a, "from", c.From); err != nil {
 			return nil, err
 		}
@@ -281,7 +361,9 @@ func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
 			r2.RequestURI = r2.URL.RequestURI()
 			return r2
 		}, nil
-	case *trafficpolicy.RestrictIPsConfig:
+	})
+	registerRequestAction("restrict-ips", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+		c := cfg.(*trafficpolicy.RestrictIPsConfig)
 		if len(c.IPPolicies) > 0 {
 			return nil, fmt.Errorf("%s: ip_policies in the restrict-ips action are not applied yet", a.Path)
 		}
@@ -299,8 +381,7 @@ func requestAction(a *trafficpolicy.Action) (requestFunc, error) {
 			}
 			return r
 		}, nil
-	}
-	return nil, notApplied(a, trafficpolicy.OnHTTPRequest)
+	})
 }
 
 func orDefault(v, def int) int {

@@ -14,39 +14,45 @@ import (
 type responseFunc func(w *policyWriter, vars map[string]any) (answered bool, err error)
 
 // responseAction makes an action of on_http_response ready to run on the response's headers.
-func responseAction(a *trafficpolicy.Action) (responseFunc, error) {
-	switch a.Type {
-	case "add-headers", "remove-headers", "deny", "custom-response":
-	default:
+func (tp *TrafficPolicy) responseAction(a *trafficpolicy.Action) (responseFunc, error) {
+	build, ok := responseActions[a.Type]
+	if !ok || !trafficpolicy.Implemented(a.Type) {
 		return nil, notApplied(a, trafficpolicy.OnHTTPResponse)
 	}
 	cfg, err := a.Decode()
 	if err != nil {
 		return nil, err
 	}
-	switch c := cfg.(type) {
-	case *trafficpolicy.AddHeadersConfig:
-		headers, err := compileHeaders(a, c.Headers)
+	return build(a, cfg, tp)
+}
+
+func init() {
+	registerResponseAction("add-headers", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+		headers, err := compileHeaders(a, cfg.(*trafficpolicy.AddHeadersConfig).Headers)
 		if err != nil {
 			return nil, err
 		}
 		return func(w *policyWriter, vars map[string]any) (bool, error) {
 			return false, headers.render(vars, w.Header().Add)
 		}, nil
-	case *trafficpolicy.RemoveHeadersConfig:
+	})
+	registerResponseAction("remove-headers", func(_ *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+		c := cfg.(*trafficpolicy.RemoveHeadersConfig)
 		return func(w *policyWriter, _ map[string]any) (bool, error) {
 			removeHeaders(w.Header(), c.Headers)
 			return false, nil
 		}, nil
-	case *trafficpolicy.DenyConfig:
-		status := orDefault(c.StatusCode, http.StatusForbidden)
+	})
+	registerResponseAction("deny", func(_ *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+		status := orDefault(cfg.(*trafficpolicy.DenyConfig).StatusCode, http.StatusForbidden)
 		return func(w *policyWriter, _ map[string]any) (bool, error) {
 			clear(w.Header())
 			w.ResponseWriter.WriteHeader(status)
 			return true, nil
 		}, nil
-	case *trafficpolicy.CustomResponseConfig:
-		body, headers, status, err := compileCustomResponse(a, c)
+	})
+	registerResponseAction("custom-response", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+		body, headers, status, err := compileCustomResponse(a, cfg.(*trafficpolicy.CustomResponseConfig))
 		if err != nil {
 			return nil, err
 		}
@@ -65,17 +71,22 @@ func responseAction(a *trafficpolicy.Action) (responseFunc, error) {
 			_, _ = io.WriteString(w.ResponseWriter, b)
 			return true, nil
 		}, nil
-	}
-	return nil, notApplied(a, trafficpolicy.OnHTTPResponse)
+	})
 }
 
-// policyWriter runs the response phase when the final status is written.
+// policyWriter runs the response phase when the final status is written, and compresses the
+// response when a compress-response action asked for it (in either phase).
 type policyWriter struct {
 	http.ResponseWriter
 	tp      *TrafficPolicy
 	vars    map[string]any
+	req     *http.Request
 	done    bool
 	discard bool
+	// codings is what compress-response allows (nil: no compression); cw compresses once the
+	// final status is written.
+	codings []string
+	cw      *compressWriter
 }
 
 // WriteHeader runs the response phase on the final status (once), then writes it; an
@@ -86,7 +97,10 @@ func (w *policyWriter) WriteHeader(code int) {
 		return
 	}
 	w.done = true
-	vars := trafficpolicy.ResponseVars(w.vars, code, w.Header())
+	vars := w.vars
+	if len(w.tp.response) > 0 {
+		vars = trafficpolicy.ResponseVars(w.vars, code, w.Header())
+	}
 	for _, pr := range w.tp.response {
 		ok, err := pr.rule.Match(vars)
 		if err != nil {
@@ -110,6 +124,15 @@ func (w *policyWriter) WriteHeader(code int) {
 			}
 		}
 	}
+	if w.codings != nil {
+		coding := ""
+		if w.req.Method != http.MethodHead {
+			coding = negotiate(w.req.Header.Values("Accept-Encoding"), w.codings)
+		}
+		w.cw = &compressWriter{ResponseWriter: w.ResponseWriter, coding: coding}
+		w.cw.WriteHeader(code)
+		return
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -118,8 +141,11 @@ func (w *policyWriter) Write(b []byte) (int, error) {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.discard {
+	switch {
+	case w.discard:
 		return len(b), nil
+	case w.cw != nil:
+		return w.cw.Write(b)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -129,6 +155,9 @@ func (w *policyWriter) FlushError() error {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.cw != nil {
+		return w.cw.FlushError()
+	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
@@ -137,3 +166,10 @@ func (w *policyWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap gives http.ResponseController the writer underneath.
 func (w *policyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish ends the compressed body (its trailer), when there is one.
+func (w *policyWriter) finish() {
+	if w.cw != nil {
+		w.cw.finish()
+	}
+}

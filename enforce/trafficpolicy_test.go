@@ -168,10 +168,10 @@ func TestPolicyRestrictIPs(t *testing.T) {
 // an expression that fails to evaluate answers 503.
 func TestPolicyFailsClosed(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"capacity":1}}]}]}`:                "rate-limit action is not applied",
-		`{"on_http_response":[{"actions":[{"type":"compress-response"}]}]}`:                                "compress-response action is not applied in on_http_response",
-		`{"on_http_request":[{"actions":[{"type":"redirect","config":{"from":"${req.host}","to":"/"}}]}]}`: "CEL interpolation",
-		`{"on_http_request":[{"actions":[{"type":"restrict-ips","config":{"ip_policies":["ipp_1"]}}]}]}`:   "ip_policies",
+		`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`:                                        "owasp-crs-request action is not applied",
+		`{"on_http_response":[{"actions":[{"type":"compress-response","config":{"algorithms":["br","gzip"]}}]}]}`: "does not compress with br yet",
+		`{"on_http_request":[{"actions":[{"type":"redirect","config":{"from":"${req.host}","to":"/"}}]}]}`:        "CEL interpolation",
+		`{"on_http_request":[{"actions":[{"type":"restrict-ips","config":{"ip_policies":["ipp_1"]}}]}]}`:          "ip_policies",
 	} {
 		p, err := trafficpolicy.Parse(doc)
 		if err != nil {
@@ -240,7 +240,7 @@ func TestConnPolicy(t *testing.T) {
 	}
 	for doc, want := range map[string]string{
 		`{"on_http_request":[{"actions":[{"type":"deny"}]}]}`:                                           "on_http_request does not apply",
-		`{"on_tcp_connect":[{"actions":[{"type":"rate-limit"}]}]}`:                                      "rate-limit action is not applied in on_tcp_connect",
+		`{"on_tcp_connect":[{"actions":[{"type":"log"}]}]}`:                                             "log action is not applied in on_tcp_connect",
 		`{"on_tcp_connect":[{"actions":[{"type":"restrict-ips","config":{"ip_policies":["ipp_1"]}}]}]}`: "ip_policies",
 	} {
 		if _, err := build(doc); err == nil || !strings.Contains(err.Error(), want) {

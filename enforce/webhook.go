@@ -111,34 +111,43 @@ func (v *WebhookVerification) Verifies() bool { return v.scheme.unverified == ""
 // over MaxWebhookBody 413) and passes verified ones to next with their body intact.
 func (v *WebhookVerification) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v.scheme.unverified != "" {
-			ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("edgeplane cannot verify webhooks from %s yet (%s), so every request is refused.", v.provider, v.scheme.unverified))
-			return
+		if v.Verify(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		if r.ContentLength > MaxWebhookBody {
-			ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxWebhookBody+1))
-		if err != nil {
-			ErrorPage(w, http.StatusBadRequest, WebhookCode, "The request body could not be read for webhook verification.")
-			return
-		}
-		if len(body) > MaxWebhookBody {
-			ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
-			return
-		}
-		q := &webhookRequest{r: r, body: body, secret: []byte(v.secret), key: v.key, now: v.now(), v: v}
-		if err := v.scheme.verify(q); err != nil {
-			ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("The request failed %s webhook verification: %v.", v.provider, err))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		r.ContentLength = int64(len(body))
-		r.TransferEncoding = nil
-		next.ServeHTTP(w, r)
 	})
+}
+
+// Verify checks one request: it reports true for a verified request, whose body it has read
+// and put back (r.Body then holds the same bytes), and otherwise answers the refusal on w and
+// reports false. The traffic policy's verify-webhook action runs it in its phase.
+func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) bool {
+	if v.scheme.unverified != "" {
+		ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("edgeplane cannot verify webhooks from %s yet (%s), so every request is refused.", v.provider, v.scheme.unverified))
+		return false
+	}
+	if r.ContentLength > MaxWebhookBody {
+		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxWebhookBody+1))
+	if err != nil {
+		ErrorPage(w, http.StatusBadRequest, WebhookCode, "The request body could not be read for webhook verification.")
+		return false
+	}
+	if len(body) > MaxWebhookBody {
+		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
+		return false
+	}
+	q := &webhookRequest{r: r, body: body, secret: []byte(v.secret), key: v.key, now: v.now(), v: v}
+	if err := v.scheme.verify(q); err != nil {
+		ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("The request failed %s webhook verification: %v.", v.provider, err))
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	return true
 }
 
 // errNoMatch is the refusal of a signature that does not match the body.

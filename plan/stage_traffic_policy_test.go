@@ -1,6 +1,11 @@
 package plan
 
 import (
+	"crypto/sha256"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,8 +29,8 @@ func TestTrafficPolicyStage(t *testing.T) {
 	if one.Chain.HTTP[0] != two.Chain.HTTP[0] {
 		t.Error("the same document was compiled twice")
 	}
-	limited := b.route(route(`{"on_http_request":[{"actions":[{"type":"rate-limit"}]}]}`))
-	if !strings.HasPrefix(limited.Unenforced, "traffic_policy (") || !strings.Contains(limited.Unenforced, "rate-limit") {
+	limited := b.route(route(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`))
+	if !strings.HasPrefix(limited.Unenforced, "traffic_policy (") || !strings.Contains(limited.Unenforced, "owasp-crs-request") {
 		t.Errorf("an unapplied action: %q", limited.Unenforced)
 	}
 	// On TLS and TCP edges, on_tcp_connect is applied by the edge's connection policy; an HTTP
@@ -50,10 +55,72 @@ func TestTrafficPolicyStage(t *testing.T) {
 	// The cache forgets past its byte bound rather than grow.
 	c := &policyCache{m: map[policyKey]policyBuilt{}}
 	big := `{"on_tcp_connect":[]}` + strings.Repeat(" ", maxCachedPolicyBytes/2)
-	c.get(true, big)
-	c.get(true, big+" ")
-	c.get(true, big+"  ")
+	for _, doc := range []string{big, big + " ", big + "  "} {
+		c.get(policyKey{conn: true, sum: sha256.Sum256([]byte(doc))}, len(doc), func() policyBuilt { return policyBuilt{} })
+	}
 	if len(c.m) != 1 || c.bytes > maxCachedPolicyBytes {
 		t.Errorf("the cache holds %d documents, %d bytes", len(c.m), c.bytes)
+	}
+}
+
+// TestPolicyLimitersSurviveRebuilds: a route's rate-limit action keeps its limiter (its counts)
+// across rebuilds of the plan, even once the stage cache has forgotten the stage; another route
+// with the same document, or a changed limit, gets a limiter of its own. jwt-validation is built
+// with the outbound client, and fails the route closed without one.
+func TestPolicyLimitersSurviveRebuilds(t *testing.T) {
+	doc := func(capacity int) string {
+		return `{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"name":"rl","algorithm":"sliding_window","capacity":` +
+			strconv.Itoa(capacity) + `,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`
+	}
+	snap := func(capacity int) *Snapshot {
+		route := func(id string) *ep.HTTPSEdgeRoute {
+			return &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: id}, MatchType: ep.MatchPathPrefix, Match: "/" + id,
+				TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: doc(capacity)}}
+		}
+		return &Snapshot{Account: "acct_rl", HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_rl"}, Hostports: []string{"rl.example.com:443"}},
+			Routes: []*ep.HTTPSEdgeRoute{route("edghtsrt_a"), route("edghtsrt_b")}}}}
+	}
+	// limited reports whether the route's next request is refused (the upstream answers 200).
+	limited := func(a *Account, i int) bool {
+		rt := a.HTTPS[0].Routes[i]
+		if rt.Unenforced != "" || rt.Chain == nil {
+			t.Fatalf("route: %+v", rt)
+		}
+		h := rt.Chain.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "https://rl.example.com/", nil)
+		r.RemoteAddr = "192.0.2.1:1000"
+		h.ServeHTTP(w, r)
+		return w.Code == http.StatusTooManyRequests
+	}
+	first := Build(snap(1), nil)
+	if limited(first, 0) || !limited(first, 0) {
+		t.Fatal("a capacity of 1 did not limit the second request")
+	}
+	clear(policyStages.m) // the cache forgets; the live plan keeps the limiter
+	again := Build(snap(1), nil)
+	if !limited(again, 0) {
+		t.Error("a rebuild with the same configuration reset the limiter")
+	}
+	if limited(again, 1) {
+		t.Error("another route with the same document shares the limiter")
+	}
+	if changed := Build(snap(2), nil); limited(changed, 0) {
+		t.Error("a changed configuration kept the old limiter")
+	}
+	runtime.KeepAlive(first)
+
+	jwt := `{"on_http_request":[{"actions":[{"type":"jwt-validation","config":{"issuer":{"allow_list":[{"value":"https://idp.example.com/"}]},
+	  "http":{"tokens":[{"type":"jwt","method":"header","name":"Authorization","prefix":"Bearer "}]},
+	  "jws":{"allowed_algorithms":["RS256"],"keys":{"sources":{"additional_jkus":["https://idp.example.com/jwks"]}}}}}]}]}`
+	rt := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_jwt"}, MatchType: ep.MatchPathPrefix, Match: "/",
+		TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: jwt}}
+	without := (&builder{s: &Snapshot{Account: "acct_1"}}).route(rt)
+	if !strings.Contains(without.Unenforced, "outbound HTTP client") {
+		t.Errorf("jwt-validation without an outbound client: %q", without.Unenforced)
+	}
+	with := (&builder{s: &Snapshot{Account: "acct_1", Env: &Env{Outbound: http.DefaultClient}}}).route(rt)
+	if with.Unenforced != "" || with.Chain == nil {
+		t.Errorf("jwt-validation with an outbound client: %q", with.Unenforced)
 	}
 }

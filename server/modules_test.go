@@ -979,7 +979,7 @@ func TestTrafficPolicyRules(t *testing.T) {
 				`{}`,
 				"  {\"on_tcp_connect\": []}\n",
 				"on_http_request:\n  - expressions: [\"req.url.path.startsWith('/admin')\"]\n    actions:\n      - type: deny\n",
-				`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"capacity":10}}]}]}`,
+				`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"name":"rl","algorithm":"sliding_window","capacity":10,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`,
 				"---\non_http_response:\n  - actions:\n      - type: remove-headers\n        config: {headers: [server]}\n",
 			} {
 				r := e.do(tok, "PUT", path, map[string]any{"value": v}).must(t, 200)

@@ -11,7 +11,8 @@ import (
 
 // actionPhases is every action type ngrok defines, with the phases it may be used in. A type
 // outside this table is refused by Parse; one in it that edgeplane does not apply is accepted
-// and fails its route closed on traffic.
+// and fails its route closed on traffic. rate-limit is on_http_request's only, as ngrok documents
+// it (its TCP connections are not limited by a policy).
 var actionPhases = map[string][]string{
 	"add-headers":                {OnHTTPRequest, OnHTTPResponse},
 	"ai-gateway":                 {OnHTTPRequest},
@@ -29,7 +30,7 @@ var actionPhases = map[string][]string{
 	"openid-connect":             {OnHTTPRequest},
 	"owasp-crs-request":          {OnHTTPRequest},
 	"owasp-crs-response":         {OnHTTPResponse},
-	"rate-limit":                 {OnTCPConnect, OnHTTPRequest},
+	"rate-limit":                 {OnHTTPRequest},
 	"redirect":                   {OnHTTPRequest, OnHTTPResponse},
 	"remove-headers":             {OnHTTPRequest, OnHTTPResponse},
 	"request-body-find-replace":  {OnHTTPRequest},
