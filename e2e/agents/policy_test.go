@@ -2,10 +2,14 @@ package agents
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,14 +128,14 @@ on_http_response:
 
 	// An action ngrok defines that edgeplane does not apply: accepted, and the route fails closed
 	// naming it.
-	limited := `{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"algorithm":"sliding_window","capacity":10,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`
+	limited := `{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`
 	if st := w.call("PUT", policy, map[string]any{"value": limited}, nil); st != 200 {
-		t.Fatalf("put a rate-limit policy: %d", st)
+		t.Fatalf("put an owasp-crs-request policy: %d", st)
 	}
 	eventually(t, 3*time.Second, "an unapplied action fails closed", func() bool {
 		resp, body, err := try(c, "GET", "https://policy.example.com/headers", nil)
 		return err == nil && resp.StatusCode == 503 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3210" &&
-			strings.Contains(string(body), "traffic_policy") && strings.Contains(string(body), "rate-limit")
+			strings.Contains(string(body), "traffic_policy") && strings.Contains(string(body), "owasp-crs-request")
 	})
 }
 
@@ -243,8 +247,8 @@ func TestTrafficPolicyOnAgentBind(t *testing.T) {
 		t.Errorf("denied by the policy: %d", st)
 	}
 	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("tp2.edgeplane.app"),
-		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"capacity":1,"rate":"1s","bucket_key":["conn.client_ip"]}}]}]}`)))
-	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "rate-limit") {
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "owasp-crs-request") {
 		t.Errorf("a policy with an action not applied yet: %v", err)
 	}
 	// A tcp endpoint's policy acts in on_tcp_connect (TestTrafficPolicyOnAgentTCPAndTLSBinds); the
@@ -378,4 +382,114 @@ func TestTrafficPolicyOnAgentTCPAndTLSBinds(t *testing.T) {
 	if resp, body, err := try(w.httpClient(), "GET", "http://tp-http.edgeplane.app/", nil); err == nil {
 		t.Errorf("on_tcp_connect deny on an http bind: %d %q, want the connection closed", resp.StatusCode, body)
 	}
+}
+
+// TestTrafficPolicyActionsThroughAnAgent: a route's traffic_policy with verify-webhook and
+// rate-limit acts on requests through a real agent: a GitHub-signed webhook reaches the agent
+// with its body intact, an unsigned or tampered one is refused 403 ERR_NGROK_3204; a client
+// key's third request in the minute is refused 429 with Retry-After while another key's goes
+// through, and the count survives a rebuild of the plan (another module of the route changed).
+func TestTrafficPolicyActionsThroughAnAgent(t *testing.T) {
+	w := start(t)
+	_, token := w.credential()
+	w.reserveDomain("actions.example.com")
+	sess := w.mustConnect(token)
+	tun, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "actions")))
+	if err != nil {
+		t.Fatalf("labeled tunnel: %v", err)
+	}
+	var reached atomic.Int32
+	serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, r.URL.Path+" "+string(b)+" env="+r.Header.Get("X-Env"))
+	}))
+	group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "actions"}})
+	edge := w.mustCreate("/edges/https", map[string]any{"hostports": []string{"actions.example.com:443"}})
+	route := "/edges/https/" + edge + "/routes/" + w.mustCreate("/edges/https/"+edge+"/routes",
+		map[string]any{"match_type": "path_prefix", "match": "/", "backend": map[string]any{"backend_id": group}})
+	const secret = "s3cret"
+	doc := `
+on_http_request:
+  - expressions: ["req.url.path == '/hook'"]
+    actions:
+      - type: verify-webhook
+        config: {provider: github, secret: ` + secret + `}
+  - expressions: ["req.url.path == '/api'"]
+    actions:
+      - type: rate-limit
+        config:
+          name: two a minute per client
+          algorithm: sliding_window
+          capacity: 2
+          rate: 60s
+          bucket_key: ["req.headers['x-client'][0]"]
+`
+	if st := w.call("PUT", route+"/traffic_policy", map[string]any{"value": doc}, nil); st != 200 {
+		t.Fatalf("put traffic_policy: %d", st)
+	}
+	c := w.httpsClient()
+	post := func(path, body string, hdr map[string]string) (*http.Response, string, error) {
+		req, _ := http.NewRequest("POST", "https://actions.example.com"+path, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, string(b), err
+	}
+	sign := func(body string) map[string]string {
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte(body))
+		return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(m.Sum(nil))}
+	}
+	const payload = `{"zen":"Design for failure."}`
+	eventually(t, 3*time.Second, "verify-webhook refuses an unsigned webhook", func() bool {
+		resp, _, err := post("/hook", payload, nil)
+		return err == nil && resp.StatusCode == 403 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3204"
+	})
+	before := reached.Load()
+	if resp, body, err := post("/hook", payload, sign(payload)); err != nil || resp.StatusCode != 200 || body != "/hook "+payload+" env=" {
+		t.Errorf("a signed webhook: %v %v %q", err, resp, body)
+	}
+	if resp, _, err := post("/hook", payload+" ", sign(payload)); err != nil || resp.StatusCode != 403 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3204" {
+		t.Errorf("a tampered webhook: %v %v", err, resp)
+	}
+	if n := reached.Load() - before; n != 1 {
+		t.Errorf("the agent got %d webhooks, want the signed one", n)
+	}
+
+	alice := map[string]string{"X-Client": "alice"}
+	for i := range 2 {
+		if resp, body, err := post("/api", "", alice); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(body, "/api ") {
+			t.Fatalf("alice's request %d: %v %v %q", i+1, err, resp, body)
+		}
+	}
+	limited := func(what string) {
+		t.Helper()
+		resp, _, err := post("/api", "", alice)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || err != nil || ra < 1 || ra > 60 {
+			t.Errorf("%s: %d Retry-After %q, want 429 with 1..60", what, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	limited("alice's third request")
+	if resp, _, err := post("/api", "", map[string]string{"X-Client": "bob"}); err != nil || resp.StatusCode != 200 {
+		t.Errorf("bob's request: %v %v", err, resp)
+	}
+	// Another module of the route changes: the plan is rebuilt, the rate-limit action is not.
+	if st := w.call("PUT", route+"/request_headers", map[string]any{"add": map[string]string{"x-env": "prod"}}, nil); st != 200 {
+		t.Fatalf("put request_headers: %d", st)
+	}
+	eventually(t, 3*time.Second, "the rebuilt plan reaches traffic", func() bool {
+		resp, body, err := post("/other", "", nil)
+		return err == nil && resp.StatusCode == 200 && strings.HasSuffix(body, "env=prod")
+	})
+	limited("alice's request after the rebuild")
 }
