@@ -1,0 +1,292 @@
+package enforce
+
+// The saml module: a SAML 2.0 service provider in front of a route. crewjam/saml does the XML
+// signature work (signing authentication requests, verifying responses and assertions); this
+// file is the glue: which URLs the route serves, the sign-in's state, what an assertion must
+// say, and the session it leads to (identity.go).
+
+import (
+	"bytes"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/crewjam/saml"
+	dsig "github.com/russellhaering/goxmldsig"
+)
+
+// Error codes of the saml module (ngrok's): a RelayState that names no sign-in this route
+// started (an expired one, or an IdP-initiated sign-in on a route that does not allow them), and
+// a signed-in user who is in none of authorized_groups.
+const (
+	CodeSAMLRelayState = 5300
+	CodeSAMLNotInGroup = 5312
+)
+
+// maxACSBody bounds the form an identity provider posts to the assertion consumer service: a
+// signed response with a few hundred attributes is far below it.
+const maxACSBody = 512 << 10
+
+// SAMLConfig is one route's saml module as its stage needs it.
+type SAMLConfig struct {
+	// IdPMetadata is the identity provider's EntityDescriptor (XML).
+	IdPMetadata string
+	// EntityID, MetadataURL, ACSURL and SLOURL are the service provider's URLs as the API gave
+	// them to the user for the IdP's configuration; the stage serves their paths.
+	EntityID, MetadataURL, ACSURL, SLOURL string
+	// Key and Certificate sign the authentication requests (the route's kept pair).
+	Key         *rsa.PrivateKey
+	Certificate *x509.Certificate
+	// ForceAuthn asks the IdP to prompt for credentials even when it has a session.
+	ForceAuthn bool
+	// AllowIdPInitiated accepts responses to no request of this route (the IdP's own links).
+	AllowIdPInitiated bool
+	// AuthorizedGroups, when not empty, admits only members of one of them (see samlGroups).
+	AuthorizedGroups []string
+	// NameIDFormat is asked for in the requests' NameIDPolicy.
+	NameIDFormat string
+	// Session is the session half; its Scope is set here.
+	Session SessionConfig
+}
+
+// SAML is the stage of the saml module.
+type SAML struct {
+	sp       *saml.ServiceProvider
+	sessions *Sessions
+	// binding is how requests go to the IdP: HTTP-POST when its metadata offers it, else
+	// HTTP-Redirect; sso is its location.
+	binding, sso          string
+	metadataPath, acsPath string
+	sloPath               string
+	allowIdP              bool
+	groups                []string
+	metadata              []byte
+	entityID, idpEntityID string
+	returnBase, acsAbsURL string
+	acsURL                url.URL
+	nameIDIsEmail         bool
+}
+
+// NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
+// and a signing certificate, else no sign-in could ever succeed and the route fails closed),
+// and the service provider with the route's key.
+func NewSAML(c SAMLConfig) (*SAML, error) {
+	if c.Key == nil || c.Certificate == nil {
+		return nil, errors.New("no request signing key")
+	}
+	var md saml.EntityDescriptor
+	if err := xml.Unmarshal([]byte(c.IdPMetadata), &md); err != nil {
+		return nil, fmt.Errorf("idp_metadata: %v", err)
+	}
+	if len(md.IDPSSODescriptors) == 0 {
+		return nil, errors.New("idp_metadata has no IDPSSODescriptor")
+	}
+	if !hasSigningCert(md.IDPSSODescriptors) {
+		return nil, errors.New("idp_metadata has no signing certificate to verify responses with")
+	}
+	urls := map[string]*url.URL{}
+	for name, raw := range map[string]string{"entity_id": c.EntityID, "metadata_url": c.MetadataURL,
+		"assertion_consumer_service_url": c.ACSURL, "single_logout_url": c.SLOURL} {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, fmt.Errorf("%s %q is not an https URL", name, raw)
+		}
+		urls[name] = u
+	}
+	force := c.ForceAuthn
+	sp := &saml.ServiceProvider{
+		EntityID:          c.EntityID,
+		Key:               c.Key,
+		Certificate:       c.Certificate,
+		MetadataURL:       *urls["metadata_url"],
+		AcsURL:            *urls["assertion_consumer_service_url"],
+		SloURL:            *urls["single_logout_url"],
+		IDPMetadata:       &md,
+		AuthnNameIDFormat: saml.NameIDFormat(c.NameIDFormat),
+		SignatureMethod:   dsig.RSASHA256SignatureMethod,
+		LogoutBindings:    []string{saml.HTTPPostBinding, saml.HTTPRedirectBinding},
+		// InResponseTo is always checked against the request ids given to ParseXMLResponse:
+		// an IdP-initiated response is admitted by giving "" among them, only when allowed.
+		AllowIDPInitiated: false,
+	}
+	if force {
+		sp.ForceAuthn = &force
+	}
+	s := &SAML{sp: sp, allowIdP: c.AllowIdPInitiated, entityID: c.EntityID, idpEntityID: md.EntityID,
+		metadataPath: urls["metadata_url"].Path, acsPath: urls["assertion_consumer_service_url"].Path,
+		sloPath: urls["single_logout_url"].Path, acsURL: sp.AcsURL, acsAbsURL: sp.AcsURL.String(),
+		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat)}
+	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
+	if s.sso == "" {
+		s.binding, s.sso = saml.HTTPRedirectBinding, sp.GetSSOBindingLocation(saml.HTTPRedirectBinding)
+	}
+	if s.sso == "" {
+		return nil, errors.New("idp_metadata has no SingleSignOnService with the HTTP-POST or HTTP-Redirect binding")
+	}
+	s.groups = slices.Clone(c.AuthorizedGroups)
+	sort.Strings(s.groups)
+	// Sessions are bound to this service provider, this IdP and these groups: a change of any
+	// of them asks everyone to sign in again, so a session never carries groups filtered for
+	// another configuration.
+	cfg := c.Session
+	cfg.Scope = "saml|" + c.EntityID + "|" + md.EntityID + "|" + strings.Join(s.groups, "\n")
+	sess, err := NewSessions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions = sess
+	s.returnBase = strings.TrimSuffix(cfg.Base, "/") + "/"
+	meta := sp.Metadata()
+	for i := range meta.SPSSODescriptors {
+		d := &meta.SPSSODescriptors[i]
+		// Only the POST binding is served: artifacts would make edgeplane call the IdP back.
+		d.AssertionConsumerServices = slices.DeleteFunc(d.AssertionConsumerServices, func(e saml.IndexedEndpoint) bool {
+			return e.Binding != saml.HTTPPostBinding
+		})
+	}
+	if s.metadata, err = xml.MarshalIndent(meta, "", "  "); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// hasSigningCert reports whether the IdP's metadata has a certificate for signing (a key
+// descriptor for "signing" or for any use).
+func hasSigningCert(ds []saml.IDPSSODescriptor) bool {
+	for _, d := range ds {
+		for _, k := range d.KeyDescriptors {
+			if (k.Use == "" || k.Use == "signing") && len(k.KeyInfo.X509Data.X509Certificates) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Name is the module's name.
+func (s *SAML) Name() string { return "saml" }
+
+// Wrap serves the service provider's own paths (metadata, assertion consumer service, single
+// logout and the sign-in modules' logout path), and in front of everything else admits only a
+// request with a session, sending others to the IdP.
+func (s *SAML) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		StripIdentityHeaders(r.Header)
+		switch r.URL.Path {
+		case s.metadataPath:
+			s.serveMetadata(w, r)
+			return
+		case s.acsPath:
+			s.serveACS(w, r)
+			return
+		case s.sloPath, s.sessions.Paths.Logout:
+			s.sessions.Logout(w, r)
+			return
+		}
+		if s.sessions.Passthrough(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sess := s.sessions.Load(r)
+		if sess == nil {
+			s.startSignIn(w, r)
+			return
+		}
+		if !s.allowed(sess.Groups) {
+			notInGroup(w)
+			return
+		}
+		s.sessions.Touch(w, sess)
+		SetIdentityHeaders(r.Header, sess.Identity)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serveMetadata answers the service provider's metadata: its entity id, the assertion consumer
+// service, the single logout service and the request signing certificate.
+func (s *SAML) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		ErrorPage(w, http.StatusMethodNotAllowed, CodeSignInFailed, "The SAML metadata is read with GET.")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/samlmetadata+xml")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write([]byte(xml.Header))
+		_, _ = w.Write(s.metadata)
+	}
+}
+
+// samlFlow is a sign-in in progress: the id of the request sent to the IdP and where to go
+// back to. It is kept in a sealed cookie named after the RelayState.
+type samlFlow struct {
+	ID     string `json:"i"`
+	Return string `json:"r"`
+}
+
+// startSignIn sends the browser to the IdP with a signed authentication request, remembering
+// the request's id and the URL asked for under a fresh RelayState.
+func (s *SAML) startSignIn(w http.ResponseWriter, r *http.Request) {
+	req, err := s.sp.MakeAuthenticationRequest(s.sso, s.binding, saml.HTTPPostBinding)
+	if err != nil {
+		SignInFailed(w, http.StatusBadGateway, "The SAML authentication request could not be made.")
+		return
+	}
+	state := RandomToken()
+	if err := s.saveFlow(w, state, samlFlow{ID: req.ID, Return: s.sessions.ReturnTo(r)}); err != nil {
+		SignInFailed(w, http.StatusBadRequest, "The sign-in could not be started.")
+		return
+	}
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if s.binding == saml.HTTPRedirectBinding {
+		u, err := req.Redirect(state, s.sp)
+		if err != nil {
+			SignInFailed(w, http.StatusBadGateway, "The SAML authentication request could not be signed.")
+			return
+		}
+		http.Redirect(w, r, u.String(), http.StatusFound)
+		return
+	}
+	// HTTP-POST binding: a page whose form the browser posts to the IdP at once.
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	var b bytes.Buffer
+	b.WriteString("<!DOCTYPE html>\n<html><head><title>Signing in</title></head><body>\n")
+	b.Write(req.Post(state))
+	b.WriteString("\n</body></html>\n")
+	_, _ = w.Write(b.Bytes())
+}
+
+// saveFlow keeps a sign-in's state like Sessions.SaveFlow, but with SameSite=None: the IdP's
+// answer comes back as a cross-site POST, which a browser sends no Lax cookie with.
+func (s *SAML) saveFlow(w http.ResponseWriter, state string, f samlFlow) error {
+	rec := &headerOnly{h: http.Header{}}
+	if err := s.sessions.SaveFlow(rec, state, f); err != nil {
+		return err
+	}
+	for _, c := range (&http.Response{Header: rec.h}).Cookies() {
+		c.SameSite = http.SameSiteNoneMode
+		c.Secure = true
+		http.SetCookie(w, c)
+	}
+	return nil
+}
+
+// headerOnly is a ResponseWriter that keeps the headers written to it (the cookie SaveFlow
+// sets) and nothing else.
+type headerOnly struct{ h http.Header }
+
+func (h *headerOnly) Header() http.Header         { return h.h }
+func (h *headerOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerOnly) WriteHeader(int)             {}

@@ -1,0 +1,172 @@
+package enforce
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/crewjam/saml"
+)
+
+// The assertion consumer service of the saml module: the IdP's answer is checked by
+// crewjam/saml (signature by a certificate of the IdP's metadata, issuer, destination and
+// recipient = the ACS URL, audience = the entity id, time conditions, InResponseTo = the
+// request this browser's sign-in sent), then the user's groups, then a session starts.
+
+// The attribute names (a SAML Attribute's Name or FriendlyName, compared without case) read
+// from an assertion. Groups: the common names of group membership across IdPs (Okta, Entra ID,
+// ADFS, Google, Keycloak, Shibboleth/eduPerson, JumpCloud, OneLogin).
+var (
+	samlEmailAttrs = []string{"email", "mail", "emailaddress", "email_address", "user.email",
+		"http://schemas.xmlsoap.org/ws/2005/05/identity/claims/emailaddress", "urn:oid:0.9.2342.19200300.100.1.3"}
+	samlNameAttrs = []string{"name", "displayname", "display_name", "cn", "user.displayname",
+		"http://schemas.xmlsoap.org/ws/2005/05/identity/claims/name", "http://schemas.microsoft.com/identity/claims/displayname",
+		"urn:oid:2.16.840.1.113730.3.1.241", "urn:oid:2.5.4.3"}
+	samlGroupAttrs = []string{"groups", "group", "memberof", "ismemberof", "member_of",
+		"http://schemas.microsoft.com/ws/2008/06/identity/claims/groups", "http://schemas.xmlsoap.org/claims/group",
+		"urn:oid:1.3.6.1.4.1.5923.1.5.1.1", "urn:oid:1.2.840.113556.1.2.102"}
+)
+
+// maxGroupsKept bounds the groups a session carries (only those of authorized_groups are kept).
+const maxGroupsKept = 64
+
+// serveACS takes the IdP's POSTed answer.
+func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxACSBody)
+	if err := r.ParseForm(); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			SignInFailed(w, http.StatusRequestEntityTooLarge, "The identity provider's answer is too large.")
+			return
+		}
+		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer is not a form.")
+		return
+	}
+	encoded, relay := r.PostForm.Get("SAMLResponse"), r.PostForm.Get("RelayState")
+	if encoded == "" {
+		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer has no SAMLResponse.")
+		return
+	}
+	var ids []string
+	var back string
+	var f samlFlow
+	switch {
+	case s.sessions.OpenFlow(w, r, relay, &f):
+		ids, back = []string{f.ID}, s.sessions.LocalPath(f.Return)
+	case s.allowIdP:
+		// IdP-initiated: only a response to no request is admitted, and the RelayState, when
+		// the IdP sets one, is the URL to go to (on this host only).
+		ids, back = []string{""}, s.relayTarget(relay, r.Host)
+	default:
+		ErrorPage(w, http.StatusBadRequest, CodeSAMLRelayState,
+			"SAML RelayState parameter is invalid: no sign-in started here is waiting for this answer (it expired or was already used, or the identity provider started it and this route does not allow IdP-initiated sign-in).")
+		return
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+	if err != nil {
+		SignInFailed(w, http.StatusBadRequest, "The SAMLResponse is not base64.")
+		return
+	}
+	a, err := s.sp.ParseXMLResponse(raw, ids, s.acsURL)
+	if err != nil {
+		SignInFailed(w, http.StatusForbidden, "The identity provider's answer was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider, this sign-in or this time.")
+		return
+	}
+	id, groups := s.identityOf(a)
+	if id.UserID == "" {
+		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion names no subject.")
+		return
+	}
+	if !s.allowed(groups) {
+		notInGroup(w)
+		return
+	}
+	id.Groups = s.kept(groups)
+	if _, err := s.sessions.Start(w, id); err != nil {
+		SignInFailed(w, http.StatusBadRequest, "The signed-in identity is too large for a session.")
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// relayTarget is where an IdP-initiated sign-in goes: the RelayState's path when it is a path
+// or a URL of this host, else the route's root.
+func (s *SAML) relayTarget(relay, host string) string {
+	if u, err := url.Parse(relay); err == nil && u.IsAbs() && (u.Scheme == "https" || u.Scheme == "http") && strings.EqualFold(u.Host, host) {
+		relay = u.RequestURI()
+	}
+	if relay == "" {
+		return s.returnBase
+	}
+	return s.sessions.LocalPath(relay)
+}
+
+// identityOf reads who signed in: the NameID is the user id (and the email with the
+// emailAddress format), email and name come from the first attribute of samlEmailAttrs and
+// samlNameAttrs, groups from every attribute of samlGroupAttrs.
+func (s *SAML) identityOf(a *saml.Assertion) (Identity, []string) {
+	id := Identity{Provider: "saml"}
+	if a.Subject != nil && a.Subject.NameID != nil {
+		id.UserID = strings.TrimSpace(a.Subject.NameID.Value)
+		if s.nameIDIsEmail || a.Subject.NameID.Format == string(saml.EmailAddressNameIDFormat) {
+			id.Email = id.UserID
+		}
+	}
+	var groups []string
+	for _, st := range a.AttributeStatements {
+		for _, at := range st.Attributes {
+			is := func(names []string) bool {
+				return slices.ContainsFunc(names, func(n string) bool {
+					return strings.EqualFold(n, at.Name) || at.FriendlyName != "" && strings.EqualFold(n, at.FriendlyName)
+				})
+			}
+			switch {
+			case is(samlGroupAttrs):
+				for _, v := range at.Values {
+					if g := strings.TrimSpace(v.Value); g != "" {
+						groups = append(groups, g)
+					}
+				}
+			case is(samlEmailAttrs) && id.Email == "" && len(at.Values) > 0:
+				id.Email = strings.TrimSpace(at.Values[0].Value)
+			case is(samlNameAttrs) && id.Name == "" && len(at.Values) > 0:
+				id.Name = strings.TrimSpace(at.Values[0].Value)
+			}
+		}
+	}
+	return id, groups
+}
+
+// allowed reports whether groups pass authorized_groups: anyone when none are configured,
+// else a member of one of them (names compared exactly, as the IdP sends them).
+func (s *SAML) allowed(groups []string) bool {
+	if len(s.groups) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(groups, func(g string) bool { _, ok := slices.BinarySearch(s.groups, g); return ok })
+}
+
+// kept is the part of groups a session carries: the authorized ones (what later checks need).
+func (s *SAML) kept(groups []string) []string {
+	var out []string
+	for _, g := range groups {
+		if _, ok := slices.BinarySearch(s.groups, g); ok && !slices.Contains(out, g) && len(out) < maxGroupsKept {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// notInGroup answers a signed-in user who is in none of authorized_groups: 403 ERR_NGROK_5312.
+func notInGroup(w http.ResponseWriter) {
+	ErrorPage(w, http.StatusForbidden, CodeSAMLNotInGroup, "You are not a member of the configured authorized groups on this edge.")
+}

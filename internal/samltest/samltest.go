@@ -1,0 +1,291 @@
+// Package samltest is a SAML identity provider for tests, the IdP side of crewjam/saml with a
+// key and certificate made when it starts, and a browser-like client that submits the
+// auto-POST forms SAML's HTTP-POST binding relies on. The enforce tests and the end-to-end
+// tests through real agents share it, so both sign in the same way a browser would.
+package samltest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"log"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/beevik/etree"
+	"github.com/crewjam/saml"
+	dsig "github.com/russellhaering/goxmldsig"
+)
+
+// NewKeyPair makes an RSA 2048 key and a self-signed certificate for it, valid for a day.
+func NewKeyPair(t testing.TB, cn string) (*rsa.PrivateKey, *x509.Certificate) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, c
+}
+
+// User is who the IdP signs in: the next sign-in asserts it.
+type User struct {
+	NameID, Email, Name string
+	// Groups go in a "groups" attribute; MemberOf in a "memberOf" one.
+	Groups, MemberOf []string
+}
+
+// IdP is a running identity provider: /metadata, /sso (both bindings) and /start (IdP-initiated
+// sign-in: ?sp=<service provider entity id>&relay=<RelayState>).
+type IdP struct {
+	Server *httptest.Server
+	IDP    *saml.IdentityProvider
+	// FetchSP reads a service provider's metadata from its entity id (which is its metadata
+	// URL), the way an IdP configured with a metadata URL does.
+	FetchSP func(entityID string) ([]byte, error)
+
+	mu       sync.Mutex
+	user     *User
+	requests []SignedRequest
+}
+
+// SignedRequest is an authentication request the IdP received and whether its XML signature
+// verified with the signing certificate of the service provider's metadata.
+type SignedRequest struct {
+	XML      []byte
+	Verified error // nil: signed by the SP's certificate
+	// ForceAuthn is the request's ForceAuthn attribute; NameIDFormat its NameIDPolicy format.
+	ForceAuthn   bool
+	NameIDFormat string
+}
+
+// NewIdP starts an identity provider with a fresh key; t's cleanup stops it.
+func NewIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error)) *IdP {
+	t.Helper()
+	key, cert := NewKeyPair(t, "samltest IdP")
+	i := &IdP{FetchSP: fetchSP}
+	mux := http.NewServeMux()
+	i.Server = httptest.NewServer(mux)
+	t.Cleanup(i.Server.Close)
+	base, _ := url.Parse(i.Server.URL)
+	i.IDP = &saml.IdentityProvider{
+		Key: key, Certificate: cert, Logger: log.New(io.Discard, "", 0),
+		MetadataURL: *base.JoinPath("/metadata"), SSOURL: *base.JoinPath("/sso"),
+		ServiceProviderProvider: spProvider{i}, SessionProvider: sessionProvider{i},
+		SignatureMethod: dsig.RSASHA256SignatureMethod,
+	}
+	mux.HandleFunc("/metadata", i.IDP.ServeMetadata)
+	mux.HandleFunc("/sso", i.IDP.ServeSSO)
+	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) {
+		i.IDP.ServeIDPInitiated(w, r, r.URL.Query().Get("sp"), r.URL.Query().Get("relay"))
+	})
+	return i
+}
+
+// Metadata is the IdP's EntityDescriptor, for a route's idp_metadata.
+func (i *IdP) Metadata() string {
+	b, err := xml.MarshalIndent(i.IDP.Metadata(), "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// SetUser makes u the user of the next sign-ins (nil: the IdP refuses everyone).
+func (i *IdP) SetUser(u *User) {
+	i.mu.Lock()
+	i.user = u
+	i.mu.Unlock()
+}
+
+// Requests returns the authentication requests received so far.
+func (i *IdP) Requests() []SignedRequest {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]SignedRequest(nil), i.requests...)
+}
+
+// StartURL is the link of an IdP-initiated sign-in to the service provider entityID.
+func (i *IdP) StartURL(entityID, relay string) string {
+	return i.Server.URL + "/start?" + url.Values{"sp": {entityID}, "relay": {relay}}.Encode()
+}
+
+type spProvider struct{ i *IdP }
+
+func (p spProvider) GetServiceProvider(_ *http.Request, id string) (*saml.EntityDescriptor, error) {
+	b, err := p.i.FetchSP(id)
+	if err != nil {
+		return nil, err
+	}
+	var ed saml.EntityDescriptor
+	if err := xml.Unmarshal(b, &ed); err != nil {
+		return nil, err
+	}
+	return &ed, nil
+}
+
+type sessionProvider struct{ i *IdP }
+
+func (p sessionProvider) GetSession(w http.ResponseWriter, _ *http.Request, req *saml.IdpAuthnRequest) *saml.Session {
+	i := p.i
+	if len(req.RequestBuffer) > 0 { // SP-initiated: check the request's signature
+		sr := SignedRequest{XML: req.RequestBuffer, Verified: verifyRequest(req)}
+		if req.Request.ForceAuthn != nil {
+			sr.ForceAuthn = *req.Request.ForceAuthn
+		}
+		if req.Request.NameIDPolicy != nil && req.Request.NameIDPolicy.Format != nil {
+			sr.NameIDFormat = *req.Request.NameIDPolicy.Format
+		}
+		i.mu.Lock()
+		i.requests = append(i.requests, sr)
+		i.mu.Unlock()
+	}
+	i.mu.Lock()
+	u := i.user
+	i.mu.Unlock()
+	if u == nil {
+		http.Error(w, "no user signs in here", http.StatusForbidden)
+		return nil
+	}
+	s := &saml.Session{ID: fmt.Sprint(time.Now().UnixNano()), CreateTime: time.Now(), ExpireTime: time.Now().Add(time.Hour),
+		Index: "1", NameID: u.NameID, UserEmail: u.Email, UserCommonName: u.Name}
+	if len(u.Groups) > 0 {
+		s.CustomAttributes = append(s.CustomAttributes, attr("groups", u.Groups))
+	}
+	if len(u.MemberOf) > 0 {
+		s.CustomAttributes = append(s.CustomAttributes, attr("memberOf", u.MemberOf))
+	}
+	return s
+}
+
+func attr(name string, values []string) saml.Attribute {
+	a := saml.Attribute{Name: name, NameFormat: "urn:oasis:names:tc:SAML:2.0:attrname-format:basic"}
+	for _, v := range values {
+		a.Values = append(a.Values, saml.AttributeValue{Type: "xs:string", Value: v})
+	}
+	return a
+}
+
+// verifyRequest checks the XML signature of an authentication request against the signing
+// certificate of the service provider's metadata.
+func verifyRequest(req *saml.IdpAuthnRequest) error {
+	var certs []*x509.Certificate
+	for _, d := range req.ServiceProviderMetadata.SPSSODescriptors {
+		for _, k := range d.KeyDescriptors {
+			if k.Use != "signing" {
+				continue
+			}
+			for _, xc := range k.KeyInfo.X509Data.X509Certificates {
+				der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(xc.Data), ""))
+				if err != nil {
+					return err
+				}
+				c, err := x509.ParseCertificate(der)
+				if err != nil {
+					return err
+				}
+				certs = append(certs, c)
+			}
+		}
+	}
+	if len(certs) == 0 {
+		return errors.New("the service provider's metadata has no signing certificate")
+	}
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(req.RequestBuffer); err != nil {
+		return err
+	}
+	if doc.Root().FindElement("./Signature") == nil {
+		return errors.New("the request is not signed")
+	}
+	ctx := dsig.NewDefaultValidationContext(&dsig.MemoryX509CertificateStore{Roots: certs})
+	_, err := ctx.Validate(doc.Root())
+	return err
+}
+
+// Form is an auto-submitting HTML form of SAML's HTTP-POST binding.
+type Form struct {
+	Action string
+	Values url.Values
+}
+
+var (
+	formRe  = regexp.MustCompile(`(?s)<form[^>]*method="post"[^>]*action="([^"]*)"[^>]*>(.*?)</form>`)
+	inputRe = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`)
+)
+
+// ParseForm finds the auto-POST form of a page carrying SAMLRequest or SAMLResponse.
+func ParseForm(body []byte) (Form, bool) {
+	m := formRe.FindSubmatch(body)
+	if m == nil {
+		return Form{}, false
+	}
+	f := Form{Action: html.UnescapeString(string(m[1])), Values: url.Values{}}
+	for _, in := range inputRe.FindAllSubmatch(m[2], -1) {
+		f.Values.Set(html.UnescapeString(string(in[1])), html.UnescapeString(string(in[2])))
+	}
+	if f.Values.Get("SAMLRequest") == "" && f.Values.Get("SAMLResponse") == "" {
+		return Form{}, false
+	}
+	return f, true
+}
+
+// Page is the last response of a Browse: its status, headers and body.
+type Page struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	URL    *url.URL
+}
+
+// Browse does what a browser does with req: follows redirects (the client's job) and submits
+// every SAML auto-POST form on the way, handing forms carrying a SAMLResponse to tamper first
+// when it is not nil. It stops at the first page without such a form, or after ten forms.
+func Browse(c *http.Client, req *http.Request, tamper func(Form) Form) (Page, error) {
+	for n := 0; ; n++ {
+		resp, err := c.Do(req)
+		if err != nil {
+			return Page{}, err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		resp.Body.Close()
+		if err != nil {
+			return Page{}, err
+		}
+		f, ok := ParseForm(body)
+		if !ok || n == 10 {
+			return Page{Status: resp.StatusCode, Header: resp.Header, Body: body, URL: resp.Request.URL}, nil
+		}
+		if tamper != nil && f.Values.Get("SAMLResponse") != "" {
+			f = tamper(f)
+		}
+		req, err = http.NewRequest(http.MethodPost, f.Action, strings.NewReader(f.Values.Encode()))
+		if err != nil {
+			return Page{}, err
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+}
