@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -143,7 +142,7 @@ func validAddress(s string) bool {
 		return false
 	}
 	host, port := s[:i], s[i+1:]
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+	if !validPort(port) {
 		return false
 	}
 	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {

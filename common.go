@@ -1,6 +1,7 @@
 package edgeplane
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -74,12 +75,15 @@ func maxBytes(field, v string, n int) error {
 
 // ValidHostname reports whether s is a DNS hostname of at least two labels: labels of 1 to 63
 // letters, digits and inner hyphens, 253 bytes in all. When wildcard is true a leading "*." label
-// is allowed too.
+// is allowed too; it counts toward the 253 bytes, as it does in DNS.
 func ValidHostname(s string, wildcard bool) bool {
+	if len(s) > 253 {
+		return false
+	}
 	if wildcard {
 		s = strings.TrimPrefix(s, "*.")
 	}
-	if len(s) == 0 || len(s) > 253 {
+	if len(s) == 0 {
 		return false
 	}
 	labels := 0
@@ -96,4 +100,19 @@ func ValidHostname(s string, wildcard bool) bool {
 		}
 	}
 	return labels >= 2
+}
+
+// validPort reports whether s is a TCP port as an address writes it: 1 to 65535 in decimal
+// digits, without a sign or leading zeros (strconv.Atoi alone would let "+443" through).
+func validPort(s string) bool {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	return n <= 65535
 }

@@ -123,7 +123,7 @@ func aclRuleProblem(rule string) string {
 		if a, ipErr := netip.ParseAddr(host); (ipErr != nil || a.Zone() != "") && !ValidHostname(host, false) {
 			return "address host " + strconv.Quote(host) + " is not a hostname or IP address"
 		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+		if !validPort(port) {
 			return "address port " + strconv.Quote(port) + " is not a number from 1 to 65535"
 		}
 		return ""

@@ -80,8 +80,7 @@ func checkHostports(hostports []string) ([]string, error) {
 	for i, hp := range hostports {
 		field := "hostports[" + strconv.Itoa(i) + "]"
 		host, port, ok := strings.Cut(strings.ToLower(strings.TrimSpace(hp)), ":")
-		n, err := strconv.Atoi(port)
-		if !ok || host == "" || err != nil || n < 1 || n > 65535 || port[0] == '0' || !ValidHostname(host, false) {
+		if !ok || host == "" || !validPort(port) || !ValidHostname(host, false) {
 			return nil, Invalid(CodeBadHostport, field, "%q is not a host:port with a hostname and a port from 1 to 65535", hp)
 		}
 		v := host + ":" + port

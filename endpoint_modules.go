@@ -302,8 +302,9 @@ type EndpointHeadersMutate struct {
 	Remove  []string          `json:"remove"`
 }
 
-// Validate checks header names and values as HTTP defines them, and refuses headers the module
-// may not touch (FixedHeader: hop-by-hop headers, Host, Content-Length).
+// Validate checks header names and values as HTTP defines them, refuses a name added twice in
+// two cases, and refuses headers the module may not touch (FixedHeader: hop-by-hop headers,
+// Host, Content-Length).
 func (m *EndpointHeadersMutate) Validate() error {
 	if err := maxEntries(CodeTooManyHeaders, "add", len(m.Add), MaxHeaderEntries); err != nil {
 		return err
@@ -311,10 +312,17 @@ func (m *EndpointHeadersMutate) Validate() error {
 	if err := maxEntries(CodeTooManyHeaders, "remove", len(m.Remove), MaxHeaderEntries); err != nil {
 		return err
 	}
+	// Names differing only in case are one header: the data plane would send both values, in
+	// no set order.
+	lower := make(map[string]string, len(m.Add))
 	for _, name := range slices.Sorted(maps.Keys(m.Add)) {
 		if !validHeaderName(name) {
 			return Invalid(CodeInvalid, "add", "%q is not a valid HTTP header name", name)
 		}
+		if other, dup := lower[strings.ToLower(name)]; dup {
+			return Invalid(CodeInvalid, "add", "%q and %q are the same header name", other, name)
+		}
+		lower[strings.ToLower(name)] = name
 		if why := FixedHeader(name); why != "" {
 			return Invalid(CodeInvalid, "add", "%q cannot be added: %s", name, why)
 		}
