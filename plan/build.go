@@ -46,6 +46,11 @@ type Env struct {
 	// SessionKey seals the sessions of the sign-in modules (oauth, oidc, saml): 32 bytes, the
 	// store's "identity-sessions" secret, so every replica opens every replica's cookies.
 	SessionKey []byte
+	// OAuthApps are the operator's managed OAuth applications by provider (--oauth-app): they
+	// serve every oauth module naming that provider without a client of its own.
+	OAuthApps map[string]enforce.OAuthApp
+	// OAuthEndpoints override providers' endpoints (--oauth-endpoints), by provider.
+	OAuthEndpoints map[string]enforce.OAuthEndpoints
 }
 
 // BackendKind says what a backend does with a connection.

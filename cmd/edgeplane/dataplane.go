@@ -20,6 +20,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/certmgr"
+	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/ingress"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/pki"
@@ -39,6 +40,7 @@ type dataPlaneFlags struct {
 	agentListen, httpListen, httpsListen, tcpListenHost *string
 	agentHostnames, agentCert, agentKey                 *string
 	outboundCA                                          *string
+	oauthApps, oauthEndpoints                           *listFlag
 	acme                                                *acmeFlags
 	// Connection limits (see connLimits).
 	agentMax, agentMaxPerIP, agentMaxUnauthPerIP *int
@@ -90,6 +92,10 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 			"most public connections open at once, HTTP, TLS and TCP endpoints together; more wait in the backlog; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS)"),
 		publicMaxPerIP: fs.Int("public-max-connections-per-ip", envInt("EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP", defaultPublicMaxPerIP),
 			"most public connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP)"),
+		oauthApps: newListFlag(fs, "oauth-app", "EDGEPLANE_OAUTH_APPS", ",",
+			"managed OAuth application PROVIDER=CLIENT_ID:CLIENT_SECRET serving oauth modules without their own client; repeatable (env EDGEPLANE_OAUTH_APPS, comma-separated)"),
+		oauthEndpoints: newListFlag(fs, "oauth-endpoints", "EDGEPLANE_OAUTH_ENDPOINTS", ";",
+			"override an OAuth provider's endpoints: PROVIDER=AUTHORIZE_URL,TOKEN_URL,USERINFO_URL (https); repeatable (env EDGEPLANE_OAUTH_ENDPOINTS, semicolon-separated)"),
 		acme: addACMEFlags(fs),
 		fs:   fs,
 	}
@@ -122,6 +128,8 @@ type dataPlane struct {
 	agentLn, httpLn, httpsLn net.Listener
 	operatorCert             *tls.Certificate
 	outboundRoots            *x509.CertPool
+	oauthApps                map[string]enforce.OAuthApp
+	oauthEndpoints           map[string]enforce.OAuthEndpoints
 	gw                       *tunnel.Gateway
 	pub                      *ingress.Server
 	planner                  *ingress.Planner
@@ -144,6 +152,12 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	}
 	if *f.agentListen == "" {
 		return d, nil
+	}
+	if d.oauthApps, err = parseOAuthApps(f.oauthApps.values); err != nil {
+		return nil, err
+	}
+	if d.oauthEndpoints, err = parseOAuthEndpoints(f.oauthEndpoints.values); err != nil {
+		return nil, err
 	}
 	if (*f.agentCert == "") != (*f.agentKey == "") {
 		return nil, errors.New("--agent-tls-cert and --agent-tls-key go together")
@@ -282,6 +296,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
 		return err
 	}
+	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
 	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
