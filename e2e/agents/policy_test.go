@@ -492,4 +492,27 @@ on_http_request:
 		return err == nil && resp.StatusCode == 200 && strings.HasSuffix(body, "env=prod")
 	})
 	limited("alice's request after the rebuild")
+
+	// In an agent's own policy, rate-limit counts for the life of the bind; jwt-validation has
+	// no outbound client to fetch key sets with, and refuses the bind naming it.
+	ctx := context.Background()
+	btun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("limited.edgeplane.app"), config.WithScheme(config.SchemeHTTP),
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"name":"one","algorithm":"sliding_window","capacity":1,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`)))
+	if err != nil {
+		t.Fatalf("listen with a rate limit: %v", err)
+	}
+	serveTunnel(t, btun, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "bound") }))
+	hc := w.httpClient()
+	if st, body, _ := get(t, hc, "http://limited.edgeplane.app/"); st != 200 || body != "bound" {
+		t.Errorf("the bind's first request: %d %q", st, body)
+	}
+	if st, _, h := get(t, hc, "http://limited.edgeplane.app/"); st != 429 || h.Get("Retry-After") == "" {
+		t.Errorf("the bind's second request: %d %v", st, h)
+	}
+	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("jwt.edgeplane.app"), config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"jwt-validation","config":{
+	  "issuer":{"allow_list":[{"value":"https://idp.example.com/"}]},"http":{"tokens":[{"type":"jwt","method":"header","name":"Authorization","prefix":"Bearer "}]},
+	  "jws":{"allowed_algorithms":["RS256"],"keys":{"sources":{"additional_jkus":["https://idp.example.com/jwks"]}}}}}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "jwt-validation needs the data plane's outbound HTTP client") {
+		t.Errorf("jwt-validation in a bind's policy: %v", err)
+	}
 }
