@@ -1,0 +1,186 @@
+package agents
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeplane/edgeplane/pki"
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.ngrok.com/ngrok/config"
+)
+
+// signInProvider is an OpenID provider the test serves over TLS with a certificate only
+// --outbound-ca trusts: discovery, JWKS, an authorize endpoint that signs its user in at once,
+// and a token endpoint returning RS256-signed ID tokens after checking the PKCE verifier.
+type signInProvider struct {
+	url   string
+	key   *rsa.PrivateKey
+	mu    sync.Mutex
+	codes map[string][3]string // code -> nonce, challenge, redirect_uri
+}
+
+func newSignInProvider(t *testing.T, ca *pki.CA) *signInProvider {
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	p := &signInProvider{key: key, codes: map[string][3]string{}}
+	cert, err := ca.Issue("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	p.url = "https://" + ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": p.url, "authorization_endpoint": p.url + "/authorize",
+			"token_endpoint": p.url + "/token", "jwks_uri": p.url + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"}})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k", Algorithm: "RS256", Use: "sig"}}})
+	})
+	mux.HandleFunc("/authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		code := fmt.Sprintf("%x", b)
+		p.mu.Lock()
+		p.codes[code] = [3]string{q.Get("nonce"), q.Get("code_challenge"), q.Get("redirect_uri")}
+		p.mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?code="+code+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+	})
+	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		id, secret, _ := r.BasicAuth()
+		p.mu.Lock()
+		c, ok := p.codes[r.PostForm.Get("code")]
+		delete(p.codes, r.PostForm.Get("code"))
+		p.mu.Unlock()
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		if !ok || id != "sso-client" || secret != "sso-secret" || base64.RawURLEncoding.EncodeToString(sum[:]) != c[1] || r.PostForm.Get("redirect_uri") != c[2] {
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		sig, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", "k"))
+		now := time.Now()
+		idt, _ := jwt.Signed(sig).Claims(map[string]any{"iss": p.url, "aud": "sso-client", "sub": "user-7", "nonce": c[0],
+			"exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "email": "dana@example.com", "email_verified": true, "name": "Dana"}).Serialize()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": "at", "token_type": "Bearer", "id_token": idt})
+	})
+	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{*cert}}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	return p
+}
+
+// TestSignInOIDC: an HTTPS edge route with the oidc module sends a browser to the provider
+// (discovered over TLS trusted through --outbound-ca), takes it back on the callback edgeplane
+// serves, and carries its requests to a real ngrok-go agent with the identity headers, a spoofed
+// one replaced; /ngrok/logout ends the session.
+func TestSignInOIDC(t *testing.T) {
+	certPEM, keyPEM, err := pki.NewCA("sign-in provider CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := pki.LoadCA(certPEM, keyPEM)
+	caFile := filepath.Join(t.TempDir(), "outbound.pem")
+	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newSignInProvider(t, ca)
+
+	w := start(t, "--outbound-ca", caFile)
+	_, token := w.credential()
+	w.reserveDomain("sso.example.com")
+	sess := w.mustConnect(token)
+	tun, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "sso")))
+	if err != nil {
+		t.Fatalf("labeled tunnel: %v", err)
+	}
+	serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "agent %s email=%s id=%s name=%s", r.URL.RequestURI(), r.Header.Get("ngrok-auth-user-email"),
+			r.Header.Get("ngrok-auth-user-id"), r.Header.Get("ngrok-auth-user-name"))
+	}))
+	group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "sso"}})
+	edge := w.mustCreate("/edges/https", map[string]any{"hostports": []string{"sso.example.com:443"}})
+	route := w.mustCreate("/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix", "match": "/",
+		"backend": map[string]any{"backend_id": group}})
+	if st := w.call("PUT", "/edges/https/"+edge+"/routes/"+route+"/oidc", map[string]any{
+		"issuer": p.url, "client_id": "sso-client", "client_secret": "sso-secret", "scopes": []string{"email", "profile"},
+		"cookie_prefix": "sso.",
+	}, nil); st != 200 {
+		t.Fatalf("put oidc: %d", st)
+	}
+
+	// The browser reaches edgeplane's TLS listener for sso.example.com and the provider directly,
+	// trusting both CAs, keeping cookies and following redirects.
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(w.caPEM)
+	roots.AppendCertsFromPEM([]byte(certPEM))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if strings.HasPrefix(addr, "sso.example.com:") {
+				addr = w.https
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	fetch := func(u string, hdr ...string) (int, string, *http.Response) {
+		req, _ := http.NewRequest("GET", u, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			return 0, err.Error(), nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp
+	}
+	var body string
+	eventually(t, 5*time.Second, "the oidc route signs in", func() bool {
+		var st int
+		st, body, _ = fetch("https://sso.example.com/app?x=1", "ngrok-auth-user-email", "mallory@example.com")
+		return st == 200
+	})
+	if body != "agent /app?x=1 email=dana@example.com id=user-7 name=Dana" {
+		t.Fatalf("after sign-in: %q", body)
+	}
+	// Signed in: the provider is not asked again, and a spoofed identity header is replaced.
+	p.mu.Lock()
+	p.codes = nil // any new sign-in would fail here
+	p.mu.Unlock()
+	if st, body, _ := fetch("https://sso.example.com/next", "Ngrok-Auth-User-Id", "admin"); st != 200 || !strings.Contains(body, "id=user-7") {
+		t.Fatalf("signed in: %d %q", st, body)
+	}
+	// Logout, then a request is sent to the provider again.
+	if st, body, _ := fetch("https://sso.example.com/ngrok/logout"); st != 200 || !strings.Contains(body, "signed out") {
+		t.Fatalf("logout: %d %q", st, body)
+	}
+	browser.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	st, _, resp := fetch("https://sso.example.com/app")
+	if st != 302 || !strings.HasPrefix(resp.Header.Get("Location"), p.url+"/authorize?") ||
+		!strings.Contains(resp.Header.Get("Location"), url.QueryEscape("https://sso.example.com/ngrok/oauth2/callback")) {
+		t.Fatalf("after logout: %d %s", st, resp.Header.Get("Location"))
+	}
+}
