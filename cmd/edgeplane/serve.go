@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/internal/serving"
+	"github.com/edgeplane/edgeplane/server"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// serveConfig is serve's configuration, parsed from its flags and environment and checked:
+// everything that can be wrong in it is refused before a socket or the database is touched.
+type serveConfig struct {
+	listen, dsn, baseURL, metricsListen string
+	logFormat, logLevel                 string
+	corsOrigins                         []string
+	maxConns, maxConnections, perIP     int
+	durability                          store.Durability
+	settings                            ep.Settings
+	limit                               server.RateLimit
+	dp                                  *dataPlaneFlags
+	timeout                             struct{ readHeader, read, write, idle, unauthIdle time.Duration }
+}
+
+// parseServe reads serve's flags (each with its EDGEPLANE_ variable) and checks them.
+func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := newFlags("serve", stdout, stderr)
+	fs.StringVar(&c.listen, "listen", env("EDGEPLANE_LISTEN", "127.0.0.1:8080"), "address to listen on (env EDGEPLANE_LISTEN)")
+	fs.StringVar(&c.dsn, "db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
+	fs.StringVar(&c.baseURL, "base-url", env("EDGEPLANE_BASE_URL", ""), "public base URL used in every uri (env EDGEPLANE_BASE_URL; default http://<listen address>)")
+	serviceDomains := fs.String("service-domains", env("EDGEPLANE_SERVICE_DOMAINS", ep.DefaultServiceDomains),
+		"comma-separated base domains the service owns: reserved domains under them need no CNAME (env EDGEPLANE_SERVICE_DOMAINS)")
+	cnameZone := fs.String("cname-zone", env("EDGEPLANE_CNAME_ZONE", ep.DefaultCNAMEZone),
+		"DNS zone of the CNAME targets generated for custom domains (env EDGEPLANE_CNAME_ZONE)")
+	tcpHost := fs.String("tcp-addr-host", env("EDGEPLANE_TCP_ADDR_HOST", ep.DefaultTCPHost),
+		"host name of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_ADDR_HOST)")
+	tcpPorts := fs.String("tcp-port-range", env("EDGEPLANE_TCP_PORT_RANGE", fmt.Sprintf("%d-%d", ep.DefaultTCPPortMin, ep.DefaultTCPPortMax)),
+		"LOW-HIGH ports of the reserved TCP addresses this server assigns (env EDGEPLANE_TCP_PORT_RANGE)")
+	fs.IntVar(&c.maxConns, "db-max-conns", envInt("EDGEPLANE_DB_MAX_CONNS", store.DefaultPGMaxConns),
+		"PostgreSQL: the most connections this process opens (env EDGEPLANE_DB_MAX_CONNS)")
+	durability := fs.String("durability", env("EDGEPLANE_DURABILITY", "normal"),
+		"SQLite: normal (an acknowledged write survives a crash of the process) or full (also a power loss; fsync per commit, with group commit) (env EDGEPLANE_DURABILITY)")
+	fs.StringVar(&c.logFormat, "log-format", env("EDGEPLANE_LOG_FORMAT", "text"), "log format: text or json (env EDGEPLANE_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", env("EDGEPLANE_LOG_LEVEL", "info"), "log level: debug, info, warn or error (env EDGEPLANE_LOG_LEVEL)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", env("EDGEPLANE_METRICS_LISTEN", ""),
+		"serve /metrics on this address instead of on --listen (env EDGEPLANE_METRICS_LISTEN)")
+	corsOrigins := fs.String("cors-origins", env("EDGEPLANE_CORS_ORIGINS", "*"),
+		"comma-separated origins browsers may call the API from; * for any, \"\" for none (env EDGEPLANE_CORS_ORIGINS)")
+	fs.IntVar(&c.maxConnections, "max-connections", envInt("EDGEPLANE_MAX_CONNECTIONS", defaultMaxConnections),
+		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
+	fs.IntVar(&c.perIP, "max-connections-per-ip", envInt("EDGEPLANE_MAX_CONNECTIONS_PER_IP", defaultMaxConnectionsPerIP),
+		"most client connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_MAX_CONNECTIONS_PER_IP)")
+	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
+		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
+	c.dp = addDataPlaneFlags(fs)
+	timeoutFlags := []struct {
+		name, env, usage string
+		def              time.Duration
+		dst              *time.Duration
+		value            *string
+	}{
+		{"read-header-timeout", "EDGEPLANE_READ_HEADER_TIMEOUT", "longest a client may take to send a request's header",
+			readHeaderTimeout, &c.timeout.readHeader, nil},
+		{"read-timeout", "EDGEPLANE_READ_TIMEOUT", "longest a client may take to send a whole request, body included",
+			readTimeout, &c.timeout.read, nil},
+		{"write-timeout", "EDGEPLANE_WRITE_TIMEOUT", "longest from the end of a request's header to the end of its response; nine tenths of it also bounds a request's work when shorter than 10s",
+			writeTimeout, &c.timeout.write, nil},
+		{"idle-timeout", "EDGEPLANE_IDLE_TIMEOUT", "longest a keep-alive connection may wait for its next request; keep it above a load balancer's idle timeout",
+			idleTimeout, &c.timeout.idle, nil},
+		{"unauthenticated-idle-timeout", "EDGEPLANE_UNAUTHENTICATED_IDLE_TIMEOUT", "longest a keep-alive connection that never sent a valid API key may wait for its next request",
+			unauthenticatedIdleTimeout, &c.timeout.unauthIdle, nil},
+	}
+	for i := range timeoutFlags {
+		f := &timeoutFlags[i]
+		f.value = fs.String(f.name, env(f.env, f.def.String()), fmt.Sprintf("%s (env %s)", f.usage, f.env))
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, f := range timeoutFlags {
+		d, err := time.ParseDuration(*f.value)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("--%s must be a positive duration like %s, got %q", f.name, f.def, *f.value)
+		}
+		*f.dst = d
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	var err error
+	if c.settings, err = ep.ParseSettings(*serviceDomains, *cnameZone); err != nil {
+		return nil, err
+	}
+	if err := c.settings.ParseTCPAddrs(*tcpHost, *tcpPorts); err != nil {
+		return nil, err
+	}
+	if err := atLeast(fs, "max-connections", "EDGEPLANE_MAX_CONNECTIONS", c.maxConnections, 1); err != nil {
+		return nil, err
+	}
+	if err := atLeast(fs, "max-connections-per-ip", "EDGEPLANE_MAX_CONNECTIONS_PER_IP", c.perIP, 0); err != nil {
+		return nil, err
+	}
+	if err := atLeast(fs, "db-max-conns", "EDGEPLANE_DB_MAX_CONNS", c.maxConns, 1); err != nil {
+		return nil, err
+	}
+	if c.durability, err = store.ParseDurability(*durability); err != nil {
+		return nil, fmt.Errorf("--durability: %w", err)
+	}
+	if c.baseURL != "" {
+		if u, err := url.Parse(c.baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", c.baseURL)
+		}
+	}
+	if c.limit, err = server.ParseRateLimit(*rateLimit); err != nil {
+		return nil, fmt.Errorf("--rate-limit: %w", err)
+	}
+	c.corsOrigins = splitList(*corsOrigins)
+	return c, nil
+}
+
+// sockets are the listeners serve owns: the API's, the optional metrics one and the data
+// plane's. They are all taken before the database is opened, so that a port in use stops serve
+// before a first start makes (and prints) an API key nobody will see again; close releases them.
+type sockets struct {
+	api, metrics net.Listener
+	dp           *dataPlane
+}
+
+// openSockets takes every port of the configuration, or none.
+func (c *serveConfig) openSockets() (_ *sockets, err error) {
+	s := &sockets{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.api, err = net.Listen("tcp", c.listen); err != nil {
+		return nil, err
+	}
+	if s.dp, err = c.dp.listen(); err != nil {
+		return nil, err
+	}
+	if c.metricsListen != "" {
+		if s.metrics, err = net.Listen("tcp", c.metricsListen); err != nil {
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+	}
+	return s, nil
+}
+
+func (s *sockets) close() {
+	for _, l := range []net.Listener{s.api, s.metrics} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if s.dp != nil {
+		s.dp.Close()
+	}
+}
+
+// httpServer is the API's HTTP server with the configured timeouts and limits.
+func (c *serveConfig) httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.timeout.readHeader,
+		ReadTimeout:       c.timeout.read,
+		WriteTimeout:      c.timeout.write,
+		IdleTimeout:       c.timeout.idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Until a request of the connection presents a valid API key, it waits at most
+		// --unauthenticated-idle-timeout between requests.
+		ConnContext: netx.ConnContext,
+		ConnState:   netx.ConnState,
+	}
+}
+
+// serve runs the server until ctx ends, then shuts it down gracefully: cmd only wires the
+// configuration, the sockets, the store and the servers together.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	serving.SetGC()
+	logOut := serving.NewLogWriter(stderr)
+	defer logOut.Close()
+	log, err := newLogger(logOut, cfg.logFormat, cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	socks, err := cfg.openSockets()
+	if err != nil {
+		return err
+	}
+	defer socks.close()
+	base := cfg.baseURL
+	if base == "" {
+		base = "http://" + socks.api.Addr().String()
+	}
+
+	st, err := store.OpenWith(ctx, cfg.dsn, store.Options{MaxConns: cfg.maxConns, Durability: cfg.durability})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// A secret this process cannot decrypt would make every use of it a 500: refuse to start.
+	if err := st.CheckSecrets(ctx); err != nil {
+		return err
+	}
+	// Before the store closes: ending the agents' sessions deletes their rows.
+	defer socks.dp.Close()
+	settings := cfg.settings
+	settings.BaseURL = strings.TrimRight(base, "/") // for URLs rules generate, such as SAML's
+	st.SetSettings(settings)
+	if err := bootstrap(ctx, st, tokenAnnouncer(stderr, log, cfg.logFormat)); err != nil {
+		return err
+	}
+	if err := socks.dp.start(ctx, cfg.dp, st, settings, log); err != nil {
+		return err
+	}
+	metrics := server.NewMetrics(st)
+	if socks.metrics != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.timeout.readHeader}
+		go func() { _ = msrv.Serve(socks.metrics) }()
+		defer msrv.Close()
+		log.Info("metrics listening", "addr", socks.metrics.Addr().String())
+	}
+	srv := cfg.httpServer(server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
+		MetricsOnMain: cfg.metricsListen == "", CORSOrigins: cfg.corsOrigins, RateLimit: cfg.limit,
+		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander()}), log)
+	limited := netx.Limit(socks.api, netx.Limits{Max: cfg.maxConnections, PerAddr: cfg.perIP, UntrustedIdle: cfg.timeout.unauthIdle})
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(limited) }()
+	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// A second SIGINT or SIGTERM during the graceful wait ends the process at once.
+	signal.Reset(os.Interrupt, syscall.SIGTERM)
+	log.Info("shutting down: finishing requests in flight", "timeout", shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
