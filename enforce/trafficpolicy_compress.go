@@ -20,7 +20,7 @@ import (
 // naming br or compress (codings ngrok has and edgeplane does not) fails the stage's build
 // naming them, rather than compressing with less than the document asks.
 func init() {
-	build := func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) ([]string, error) {
+	build := func(a *trafficpolicy.Action, cfg any) ([]string, error) {
 		algs := cfg.(*trafficpolicy.CompressResponseConfig).Algorithms
 		if len(algs) == 0 {
 			return Codings, nil
@@ -44,8 +44,8 @@ func init() {
 		}
 		return codings, nil
 	}
-	registerResponseAction("compress-response", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (responseFunc, error) {
-		codings, err := build(a, cfg, tp)
+	registerResponseAction("compress-response", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+		codings, err := build(a, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +55,7 @@ func init() {
 		}, nil
 	})
 	registerRequestAction("compress-response", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
-		codings, err := build(a, cfg, tp)
+		codings, err := build(a, cfg)
 		if err != nil {
 			return nil, err
 		}

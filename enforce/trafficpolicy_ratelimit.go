@@ -20,7 +20,8 @@ import (
 // bucket reach the upstream in any window of rate, and the others are answered 429 Too Many
 // Requests with a Retry-After header giving the seconds until the bucket admits one again.
 // ngrok documents no ERR_NGROK code for this answer (its example is a bare 429 with
-// retry-after), so none is sent. With enforce: false, requests are counted and all go on.
+// retry-after), so none is sent. With enforce: false the limit is evaluated and every request
+// goes on.
 //
 // A bucket key that fails to evaluate (a header the request lacks, in req.headers['x-api-key'])
 // counts as empty: such requests share the bucket of requests without it, rather than the
