@@ -299,7 +299,8 @@ type oauthUnavailable struct{ provider string }
 
 // OAuthUnavailable is the stage of an oauth module that cannot sign anyone in: the route names
 // no client of its own and the operator started edgeplane without --oauth-app for the
-// provider. It answers 503 ERR_NGROK_9015 naming the flag to set.
+// provider. It answers 503 ERR_NGROK_3210, the code of every route module that fails closed, naming the
+// flag to set.
 func OAuthUnavailable(provider string) Stage { return oauthUnavailable{provider} }
 
 // Name is the module's name.
@@ -308,7 +309,7 @@ func (u oauthUnavailable) Name() string { return "oauth" }
 // Wrap refuses every request.
 func (u oauthUnavailable) Wrap(http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ErrorPage(w, http.StatusServiceUnavailable, 9015, "This route signs visitors in with "+u.provider+
+		ErrorPage(w, http.StatusServiceUnavailable, 3210, "This route signs visitors in with "+u.provider+
 			" through the managed OAuth application, and this edgeplane server has none for "+u.provider+
 			": its operator must start it with --oauth-app "+u.provider+"=CLIENT_ID:CLIENT_SECRET (or EDGEPLANE_OAUTH_APPS), "+
 			"or the route must name its own client_id and client_secret.")

@@ -231,7 +231,7 @@ func TestOAuthErrors(t *testing.T) {
 	// The managed application is missing.
 	rec := httptest.NewRecorder()
 	OAuthUnavailable("google").Wrap(upstreamEcho()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if rec.Code != 503 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_9015" || !strings.Contains(rec.Body.String(), "--oauth-app google=") {
+	if rec.Code != 503 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_3210" || !strings.Contains(rec.Body.String(), "--oauth-app google=") {
 		t.Fatalf("unavailable: %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
 	for _, c := range []OAuthConfig{

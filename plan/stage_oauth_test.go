@@ -37,7 +37,7 @@ func TestOAuthStage(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	rt.Chain.Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
-	if rec.Code != 503 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_9015" || !strings.Contains(rec.Body.String(), "--oauth-app google=") {
+	if rec.Code != 503 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_3210" || !strings.Contains(rec.Body.String(), "--oauth-app google=") {
 		t.Fatalf("managed, none registered: %d %v", rec.Code, rec.Header())
 	}
 	// With one: a redirect to Google's (overridden) authorization endpoint.
