@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -62,16 +63,14 @@ type SAML struct {
 	sessions *Sessions
 	// binding is how requests go to the IdP: HTTP-POST when its metadata offers it, else
 	// HTTP-Redirect; sso is its location.
-	binding, sso          string
-	metadataPath, acsPath string
-	sloPath               string
-	allowIdP              bool
-	groups                []string
-	metadata              []byte
-	entityID, idpEntityID string
-	returnBase, acsAbsURL string
-	acsURL                url.URL
-	nameIDIsEmail         bool
+	binding, sso string
+	// The paths of the service provider's URLs, and their directory (/ngrok/saml/<route id>/).
+	metadataPath, acsPath, sloPath, spDir string
+	acsURL                                url.URL
+	allowIdP, nameIDIsEmail               bool
+	groups                                []string // authorized_groups, sorted
+	metadata                              []byte   // the SP metadata served
+	returnBase                            string   // the route's root, where a sign-in without a target ends
 }
 
 // NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
@@ -119,9 +118,9 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 	if force {
 		sp.ForceAuthn = &force
 	}
-	s := &SAML{sp: sp, allowIdP: c.AllowIdPInitiated, entityID: c.EntityID, idpEntityID: md.EntityID,
+	s := &SAML{sp: sp, allowIdP: c.AllowIdPInitiated,
 		metadataPath: urls["metadata_url"].Path, acsPath: urls["assertion_consumer_service_url"].Path,
-		sloPath: urls["single_logout_url"].Path, acsURL: sp.AcsURL, acsAbsURL: sp.AcsURL.String(),
+		sloPath: urls["single_logout_url"].Path, spDir: path.Dir(urls["metadata_url"].Path) + "/", acsURL: sp.AcsURL,
 		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat)}
 	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
 	if s.sso == "" {
@@ -188,6 +187,11 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 			return
 		case s.sloPath, s.sessions.Paths.Logout:
 			s.sessions.Logout(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, s.spDir) {
+			// Another path of the service provider's own: none, whatever the route's match.
+			ErrorPage(w, http.StatusNotFound, 3200, "The SAML service provider of this route serves only its metadata, ACS and SLO URLs.")
 			return
 		}
 		if s.sessions.Passthrough(r) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgeplane/edgeplane/internal/samltest"
 )
@@ -376,4 +377,63 @@ func TestNewSAMLRefuses(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// TestSAMLHostileACS: crafted answers an attacker can post (IdP-initiated allowed, so each is
+// parsed) are refused with 403 ERR_NGROK_5211, never a 500, a panic or a hang; other paths of
+// the service provider are 404.
+func TestSAMLHostileACS(t *testing.T) {
+	e := newSAMLEnv(t, func(c *SAMLConfig) { c.AllowIdPInitiated = true })
+	const p = `xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" xmlns:saml="urn:oasis:names:tc:SAML:2.0:assertion"`
+	issuer := `<saml:Issuer>` + e.idp.IDP.MetadataURL.String() + `</saml:Issuer>`
+	status := `<samlp:Status><samlp:StatusCode Value="urn:oasis:names:tc:SAML:2.0:status:Success"/></samlp:Status>`
+	for name, doc := range map[string]string{
+		"random bytes":     "\x00\xff\xfe garbage",
+		"entity expansion": `<!DOCTYPE r [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]><samlp:Response ` + p + `>&b;</samlp:Response>`,
+		"unsigned assertion": `<samlp:Response ` + p + ` ID="r" Version="2.0" IssueInstant="2030-01-01T00:00:00Z" Destination="` + e.sp + `/acs">` + issuer + status +
+			`<saml:Assertion ID="a" Version="2.0" IssueInstant="2030-01-01T00:00:00Z">` + issuer + `<saml:Subject><saml:NameID>root</saml:NameID></saml:Subject></saml:Assertion></samlp:Response>`,
+		"garbage encrypted assertion": `<samlp:Response ` + p + ` ID="r" Version="2.0" IssueInstant="2030-01-01T00:00:00Z">` + issuer + status +
+			`<saml:EncryptedAssertion><xenc:EncryptedData xmlns:xenc="http://www.w3.org/2001/04/xmlenc#"><xenc:CipherData><xenc:CipherValue>AAAA</xenc:CipherValue></xenc:CipherData></xenc:EncryptedData></saml:EncryptedAssertion></samlp:Response>`,
+		"empty encrypted assertion": `<samlp:Response ` + p + `>` + issuer + status + `<saml:EncryptedAssertion/></samlp:Response>`,
+		"deep nesting":              strings.Repeat("<a>", 20000) + strings.Repeat("</a>", 20000),
+		"no status":                 `<samlp:Response ` + p + ` ID="r" Version="2.0">` + issuer + `</samlp:Response>`,
+	} {
+		resp, err := e.srv.Client().PostForm(e.sp+"/acs", url.Values{"SAMLResponse": {base64.StdEncoding.EncodeToString([]byte(doc))}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_5211" {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, resp.Header.Get("ngrok-error-code"))
+		}
+	}
+	if _, hits := e.lastUpstream(); hits != 0 {
+		t.Fatal("a crafted answer reached the upstream")
+	}
+	resp, err := e.srv.Client().Get(e.sp + "/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another path of the service provider: %d", resp.StatusCode)
+	}
+}
+
+// TestSAMLSignInExpires: an answer arriving after the sign-in's ten minutes finds no sign-in:
+// 400 ERR_NGROK_5300.
+func TestSAMLSignInExpires(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	e := newSAMLEnv(t, func(c *SAMLConfig) {
+		c.Session.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	e.idp.SetUser(&samltest.User{NameID: "alice"})
+	late := func(f samltest.Form) samltest.Form {
+		mu.Lock()
+		now = now.Add(11 * time.Minute)
+		mu.Unlock()
+		return f
+	}
+	wantPage(t, e.visit(e.browser, "GET", "/", nil, late), http.StatusBadRequest, "ERR_NGROK_5300")
 }
