@@ -184,3 +184,67 @@ func TestSignInOIDC(t *testing.T) {
 		t.Fatalf("after logout: %d %s", st, resp.Header.Get("Location"))
 	}
 }
+
+// TestSignInOIDCBind: an agent endpoint bound with ngrok-go's WithOIDC gets the same sign-in:
+// an allowed user reaches the agent with the identity headers; with allow_domains naming
+// another domain, the same user gets 403 ERR_NGROK_3129 and never reaches the agent.
+func TestSignInOIDCBind(t *testing.T) {
+	certPEM, keyPEM, err := pki.NewCA("sign-in provider CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := pki.LoadCA(certPEM, keyPEM)
+	caFile := filepath.Join(t.TempDir(), "outbound.pem")
+	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newSignInProvider(t, ca)
+	w := start(t, "--outbound-ca", caFile)
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	for host, opts := range map[string][]config.OIDCOption{
+		"sso-ok.edgeplane.app":   {config.WithAllowOIDCDomain("example.com"), config.WithOIDCScope("email")},
+		"sso-deny.edgeplane.app": {config.WithAllowOIDCDomain("other.org")},
+	} {
+		tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(host),
+			config.WithOIDC(p.url, "sso-client", "sso-secret", opts...)))
+		if err != nil {
+			t.Fatalf("bind %s with OIDC: %v", host, err)
+		}
+		serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "agent email=%s", r.Header.Get("ngrok-auth-user-email"))
+		}))
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(w.caPEM)
+	roots.AppendCertsFromPEM([]byte(certPEM))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if strings.HasSuffix(strings.Split(addr, ":")[0], ".edgeplane.app") {
+				addr = w.https
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	fetch := func(u string) (int, string, string) {
+		resp, err := browser.Get(u)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("ngrok-error-code")
+	}
+	if st, body, _ := fetch("https://sso-ok.edgeplane.app/"); st != 200 || body != "agent email=dana@example.com" {
+		t.Fatalf("allowed: %d %q", st, body)
+	}
+	if st, body, code := fetch("https://sso-deny.edgeplane.app/"); st != 403 || code != "ERR_NGROK_3129" || strings.Contains(body, "agent") {
+		t.Fatalf("denied: %d %s %q", st, code, body)
+	}
+	// An issuer that is not https: the bind is refused naming the module.
+	if _, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("sso-bad.edgeplane.app"),
+		config.WithOIDC("http://idp.example", "c", "s"))); err == nil || !strings.Contains(err.Error(), "oidc") {
+		t.Fatalf("an http issuer: %v", err)
+	}
+}

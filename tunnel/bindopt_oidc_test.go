@@ -1,0 +1,34 @@
+package tunnel
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestOIDCBindOption: the oidc bind option builds the sign-in stage from the agent's JSON, and
+// is refused with a reason when it cannot work: no session key yet, a sealed secret only, an
+// issuer that is not https, or JSON that is not an object.
+func TestOIDCBindOption(t *testing.T) {
+	build := bindStages["oidc"]
+	ok := json.RawMessage(`{"issuer_url":"https://idp.example","client_id":"c","client_secret":"s","allow_domains":["example.com"]}`)
+	signInEnv.Store(nil)
+	if _, err := build(ok); err == nil || !strings.Contains(err.Error(), "session key") {
+		t.Fatalf("without the environment: %v", err)
+	}
+	SetSignInEnv(SignInEnv{SessionKey: make([]byte, 32), Outbound: http.DefaultClient})
+	t.Cleanup(func() { signInEnv.Store(nil) })
+	if st, err := build(ok); err != nil || st.Name() != "oidc" {
+		t.Fatalf("complete option: %v", err)
+	}
+	for raw, want := range map[string]string{
+		`{"issuer_url":"https://idp.example","client_id":"c","sealed_client_secret":"AAEC"}`: "sealed",
+		`{"issuer_url":"http://idp.example","client_id":"c","client_secret":"s"}`:            "https",
+		`[1]`: "JSON object",
+	} {
+		if _, err := build(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}
