@@ -1,6 +1,7 @@
 package edgeplane
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -52,7 +53,8 @@ type ModuleChecker interface {
 
 // moduleOn declares a module stored in the field of the parent's documents that field points at.
 // P is the parent document type and R the module's response type.
-func moduleOn[P any, R any](parent *Resource, name string, newReq func() ModuleRequest, field func(*P) **R) *Module {
+func moduleOn[P any, R any](parent *Resource, newReq func() ModuleRequest, field func(*P) **R) *Module {
+	name := jsonNameOf(field)
 	return &Module{
 		Parent: parent, Name: name, NewRequest: newReq, Ops: OpUpdate | OpGet | OpDelete,
 		Response: reflect.TypeFor[R](),
@@ -70,6 +72,24 @@ func moduleOn[P any, R any](parent *Resource, name string, newReq func() ModuleR
 			*field(any(d).(*P)) = v.(*R)
 		},
 	}
+}
+
+// jsonNameOf returns the JSON name of the document field that field points to: a module is named
+// by its field, so the table line, the document and the create/PATCH bodies (whose module fields
+// are found by the same JSON name) cannot disagree on a string. It panics at start-up when the
+// accessor does not return a field of P.
+func jsonNameOf[P any, R any](field func(*P) **R) string {
+	var p P
+	want := reflect.ValueOf(field(&p)).Pointer()
+	v := reflect.ValueOf(&p).Elem()
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		if f.IsExported() && !f.Anonymous && v.FieldByIndex(f.Index).Addr().Pointer() == want && f.Type == reflect.TypeFor[*R]() {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+				return name
+			}
+		}
+	}
+	panic(fmt.Sprintf("edgeplane: the module accessor of %v does not return a JSON field of it", v.Type()))
 }
 
 // deleteOnly declares a part of a parent that can only be detached with DELETE on its path, like

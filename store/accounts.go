@@ -236,4 +236,3 @@ var (
 	// ErrInactiveKey is a key whose owning bot user is inactive.
 	ErrInactiveKey = errors.New("store: the API key's bot user is inactive")
 )
-
