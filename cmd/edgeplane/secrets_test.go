@@ -77,6 +77,10 @@ func TestNoSecretAtRest(t *testing.T) {
 	sshPub, _ := ssh.NewPublicKey(pub)
 	mustCall(t, p, "POST", "/ssh_user_certificates", token, map[string]any{"ssh_certificate_authority_id": ca,
 		"public_key": string(ssh.MarshalAuthorizedKey(sshPub))}, 201)
+	// A route's SAML request signing key.
+	edge := mustCall(t, p, "POST", "/edges/https", token, map[string]any{}, 201)["id"].(string)
+	mustCall(t, p, "POST", "/edges/https/"+edge+"/routes", token, map[string]any{"match_type": "path_prefix", "match": "/",
+		"saml": map[string]any{"idp_metadata": `<EntityDescriptor xmlns="urn:oasis:names:tc:SAML:2.0:metadata" entityID="urn:idp"/>`}}, 201)
 	if code := p.signal(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -108,7 +112,7 @@ func TestNoSecretAtRest(t *testing.T) {
 	old, _ := os.ReadFile(db + ".key")
 	newKey, _, _ := runBin(t, nil, "secrets", "new-key")
 	both := "EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey) + "," + strings.TrimSpace(string(old))
-	if out, code := runEnv(t, []string{both}, "secrets", "rotate", "--db", db); code != 0 || !strings.Contains(out, "re-encrypted 2 secrets (of objects and of the deployment)") {
+	if out, code := runEnv(t, []string{both}, "secrets", "rotate", "--db", db); code != 0 || !strings.Contains(out, "re-encrypted 3 secrets (of objects and of the deployment)") {
 		t.Fatalf("rotate: %d %s", code, out)
 	}
 	q := startServe(t, "", []string{"EDGEPLANE_SECRET_KEY=" + strings.TrimSpace(newKey)}, "--db", db, "--listen", "127.0.0.1:0")
