@@ -136,13 +136,16 @@ func (u *IPPolicyRuleUpdate) Apply(op *Op, doc Document) error {
 
 // CanonicalCIDR parses an IPv4 or IPv6 range in CIDR notation, or a single address, which becomes
 // a /32 or /128. A range with host bits set is refused rather than silently widened, naming the
-// range the user probably meant.
+// range the user probably meant. An IPv4-mapped IPv6 range (::ffff:192.0.2.0/120) becomes the
+// IPv4 range it stands for (192.0.2.0/24): clients are matched by their IPv4 address, which the
+// IPv6 form never contains, so as written the rule would match nobody.
 func CanonicalCIDR(s string) (string, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
 			return "", Invalid(CodeBadCIDR, "cidr", "%q is not an IP address or a CIDR range", s)
 		}
+		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()).String(), nil
 	}
 	p, err := netip.ParsePrefix(s)
@@ -151,6 +154,9 @@ func CanonicalCIDR(s string) (string, error) {
 	}
 	if m := p.Masked(); m != p {
 		return "", Invalid(CodeBadCIDR, "cidr", "%q has bits set after the prefix length; did you mean %q?", s, m.String())
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
 	return p.String(), nil
 }

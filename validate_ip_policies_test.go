@@ -55,13 +55,19 @@ func TestValidateIPPolicyRules(t *testing.T) {
 }
 
 // TestValidateIPPolicyRulesCanonical: Validate stores the CIDR in canonical form: an address
-// becomes a /32 or /128 and IPv6 is lowercased and shortened.
+// becomes a /32 or /128, IPv6 is lowercased and shortened, and an IPv4-mapped IPv6 range becomes
+// its IPv4 range (the data plane matches clients by their IPv4 address, which the mapped form
+// never contains: as written, a deny rule would deny nobody).
 func TestValidateIPPolicyRulesCanonical(t *testing.T) {
 	for in, want := range map[string]string{
 		"192.0.2.1":               "192.0.2.1/32",
 		"2001:DB8:0:0::1":         "2001:db8::1/128",
 		"2001:0db8:0000::/32":     "2001:db8::/32",
-		"::ffff:192.0.2.1":        "::ffff:192.0.2.1/128",
+		"::ffff:192.0.2.1":        "192.0.2.1/32",
+		"::ffff:192.0.2.0/120":    "192.0.2.0/24",
+		"::ffff:0.0.0.0/96":       "0.0.0.0/0",
+		"::ffff:c000:200/119":     "192.0.2.0/23",
+		"::/0":                    "::/0",
 		"10.0.0.0/8":              "10.0.0.0/8",
 		"2001:db8:0:0:0:0:0:0/64": "2001:db8::/64",
 	} {
