@@ -152,7 +152,7 @@ func validAddress(s string) bool {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return !strings.Contains(host, ":")
 	}
-	return ValidHostname(host, false) || host == "localhost"
+	return ValidHostname(host, false) || strings.EqualFold(host, "localhost")
 }
 
 // --- HTTP response -----------------------------------------------------------------------------

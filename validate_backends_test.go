@@ -45,6 +45,8 @@ func TestValidateStaticBackends(t *testing.T) {
 		pass("hostname", fromJSON[StaticBackendBody](`{"address": "api.internal.example.com:443", "tls": {"enabled": true}}`)),
 		pass("tls off", fromJSON[StaticBackendBody](`{"address": "example.com:80", "tls": {"enabled": false}}`)),
 		pass("localhost", static("localhost:8080")),
+		pass("localhost in capitals", static("LocalHost:8080")),
+		fail("other single-label host", static("backend:8080"), a, CodeInvalid),
 		pass("IPv4", static("192.0.2.10:80")),
 		pass("IPv6", static("[2001:db8::1]:443")),
 		pass("port 1", static("example.com:1")),
@@ -134,5 +136,21 @@ func TestValidateFailoverAndWeightedBackends(t *testing.T) {
 		pass("weighted of 32", &WeightedBackendBody{Backends: weights(MaxChildBackends)}),
 		fail("weighted of 33", &WeightedBackendBody{Backends: weights(MaxChildBackends + 1)}, "backends", CodeInvalid),
 		fail("weighted annotations first", fromJSON[WeightedBackendBody](`{"metadata": "\u0000", "description": "\r", "backends": {"x": -1}}`), "description", CodeInvalid),
+	})
+}
+
+// TestValidateHTTPResponseBackendFraming: the headers of an HTTP response backend should not set
+// the response's framing, which the server derives from the body. Served as given (Go's server,
+// checked by hand): a Content-Length of 2 for a 5-byte body answers an empty body and a broken
+// connection, and "Transfer-Encoding: gzip" makes clients refuse the response ("too many
+// transfer encodings").
+func TestValidateHTTPResponseBackendFraming(t *testing.T) {
+	t.Skip("defect: HTTPResponseBackendBody.Validate accepts Content-Length and Transfer-Encoding headers, " +
+		"which ingress's respond() sets on the response as given; whether to refuse them (and which other " +
+		"hop-by-hop headers) or to ignore them when serving is not settled, so the rule is not fixed here")
+	hr := fromJSON[HTTPResponseBackendBody]
+	runCases(t, []vcase{
+		fail("Content-Length", hr(`{"status_code": 200, "body": "hello", "headers": {"Content-Length": "2"}}`), "headers", CodeInvalid),
+		fail("Transfer-Encoding", hr(`{"status_code": 200, "body": "hello", "headers": {"transfer-encoding": "gzip"}}`), "headers", CodeInvalid),
 	})
 }
