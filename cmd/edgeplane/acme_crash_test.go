@@ -48,6 +48,12 @@ func TestACMECrashTakeover(t *testing.T) {
 		host := "crash-" + engine + ".example.com"
 		id := first.reserve(t, host, "rsa")
 
+		st, err := store.Open(context.Background(), dsn) // to read the lease, as another replica would
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+
 		// Pebble connects to validate the answer: the order is placed and the challenge accepted.
 		select {
 		case <-g.arrived:
@@ -61,11 +67,6 @@ func TestACMECrashTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-first.Done
-		st, err := store.Open(context.Background(), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
 		dead := crashLeaseOf(t, st, id)
 		if dead.Holder == "" {
 			t.Fatalf("the killed server's lease was released: %+v", dead)
