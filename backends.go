@@ -199,6 +199,11 @@ func (b *HTTPResponseBackendBody) Validate() error {
 			return Invalid(CodeInvalid, "headers", "%q and %q are the same header name", min(name, other), max(name, other))
 		}
 		lower[strings.ToLower(name)] = name
+		// The server frames the answer from the body and owns the connection: a
+		// Content-Length or Transfer-Encoding served as given would corrupt the response.
+		if why := FixedHeader(name); why != "" {
+			return Invalid(CodeInvalid, "headers", "%q cannot be set on a response: %s", name, why)
+		}
 		if !validHeaderValue(value) {
 			return Invalid(CodeInvalid, "headers", "the value of %q has characters not allowed in an HTTP header", name)
 		}
