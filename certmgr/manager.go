@@ -139,7 +139,7 @@ func (m *Manager) Close() {
 func (m *Manager) lease() time.Duration { return m.cfg.Lease }
 
 // loop scans the managed domains now, after every write to a reserved domain, when the next job
-// is due, and at least every Poll.
+// is due or the next lease another replica holds ends, and at least every Poll.
 func (m *Manager) loop() {
 	defer m.wg.Done()
 	for {
@@ -195,9 +195,10 @@ func (m *Manager) scan() time.Time {
 			later(at)
 			continue
 		}
-		if until, ok := held[d.ID]; ok && !now.After(until) {
+		if until, ok := held[d.ID]; ok && now.Before(until.Add(time.Second)) {
 			// Another replica holds the job (or held it and died): leave it alone until its lease
-			// ends (stored to the second, taken once that second has passed), then take it over.
+			// ends (stored to the second, and taken once that second has passed), then take it
+			// over.
 			later(until.Add(time.Second))
 			continue
 		}
