@@ -15,6 +15,11 @@ import (
 type SignInEnv struct {
 	SessionKey []byte
 	Outbound   *http.Client
+	// OAuthApps are the operator's managed OAuth applications by provider (--oauth-app), used by
+	// oauth binds naming no client of their own; OAuthEndpoints override providers' endpoints
+	// (--oauth-endpoints), as they do for the oauth route module.
+	OAuthApps      map[string]enforce.OAuthApp
+	OAuthEndpoints map[string]enforce.OAuthEndpoints
 }
 
 // signInEnv is set once by the data plane at start, before the agent listener serves: the bind

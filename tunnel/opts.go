@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"strings"
 
@@ -51,8 +52,29 @@ var moduleOptions = []struct{ option, module string }{
 }
 
 // BindStageBuilder builds the stage of a module asked for in a bind's options, from the
-// option's JSON (the agents' protobuf-shaped objects: snake_case keys, []byte as base64).
+// option's JSON (the agents' protobuf-shaped objects: snake_case keys, []byte as base64). Its
+// error refuses the bind with ERR_NGROK_301, or with the code of an optionRefusal.
 type BindStageBuilder func(raw json.RawMessage) (enforce.Stage, error)
+
+// optionRefusal is a builder's error that carries its own refusal code: ngrok's code for that
+// exact mistake (an unknown OAuth provider is 365), or ERR_NGROK_3208 for an option that is
+// well formed but that this server cannot apply as given (say no managed OAuth application),
+// so agents see the same code as for any other option edgeplane does not enforce.
+type optionRefusal struct {
+	code int
+	msg  string
+}
+
+func (e *optionRefusal) Error() string { return e.msg }
+
+// refusalCode is the code a builder's error refuses the bind with.
+func refusalCode(err error) int {
+	var r *optionRefusal
+	if errors.As(err, &r) {
+		return r.code
+	}
+	return ep.AgentCodeBadBind
+}
 
 // bindStages is the table of module options edgeplane enforces on agent endpoints beyond basic
 // auth and IP restriction: one entry per module, registered from its own file
@@ -123,7 +145,7 @@ func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *en
 		}
 		st, err := build(v)
 		if err != nil {
-			return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
+			return nil, nil, refuse(refusalCode(err), "%s: %v", mo.module, err)
 		}
 		c.HTTP = append(c.HTTP, st)
 	}

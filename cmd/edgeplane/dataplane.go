@@ -297,7 +297,8 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return err
 	}
 	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
-	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound})
+	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound,
+		OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints})
 	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}

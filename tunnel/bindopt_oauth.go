@@ -1,0 +1,85 @@
+package tunnel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
+)
+
+// ngrok's own refusal codes for the mistakes of an oauth bind option, from its published error
+// list, so an agent sees the code it would see at ngrok.
+const (
+	codeOAuthProvider    = 365 // "OAuth provider PROVIDER is not supported"
+	codeOAuthHalfClient  = 389 // a client id without its secret, or a secret without its id
+	codeOAuthScopesOwned = 390 // scopes need the agent's own OAuth application
+)
+
+// The oauth bind option (ngrok-go's WithOAuth): a sign-in with one of ngrok's OAuth providers in
+// front of the endpoint, the same stage as the oauth route module, with the agent's
+// allow_emails and allow_domains deciding who may pass. A bind naming its own client_id and
+// client_secret signs in with that application (and asks for its scopes); a bind naming none uses
+// the operator's managed application for the provider (--oauth-app), as a route does. Where a
+// route without an application fails closed with 503 (its API object must still be accepted),
+// a bind can be refused at once, which tells the agent's owner instead of the visitors: without
+// a managed application, or with only a sealed secret (encrypted for ngrok's servers, which
+// edgeplane cannot open), the bind is refused with ERR_NGROK_3208, the code of every option
+// this server does not apply, naming what would make it work.
+func init() {
+	registerBindStage("oauth", buildOAuthBind)
+}
+
+func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
+	var o struct {
+		Provider           string   `json:"provider"`
+		ClientID           string   `json:"client_id"`
+		ClientSecret       string   `json:"client_secret"`
+		SealedClientSecret []byte   `json:"sealed_client_secret"`
+		AllowEmails        []string `json:"allow_emails"`
+		AllowDomains       []string `json:"allow_domains"`
+		Scopes             []string `json:"scopes"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return nil, errors.New("the option is not a JSON object")
+	}
+	provider := strings.ToLower(strings.TrimSpace(o.Provider))
+	if provider == "" {
+		return nil, errors.New("no provider is named")
+	}
+	if !enforce.OAuthProvider(provider) {
+		return nil, &optionRefusal{codeOAuthProvider, fmt.Sprintf("OAuth provider %q is not supported; supported providers: %s",
+			o.Provider, strings.Join(ep.OAuthProviders, ", "))}
+	}
+	if o.ClientSecret == "" && len(o.SealedClientSecret) > 0 {
+		return nil, &optionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: WithOAuthClientSecret)"}
+	}
+	if (o.ClientID == "") != (o.ClientSecret == "") {
+		return nil, &optionRefusal{codeOAuthHalfClient, "give both client_id and client_secret for your own OAuth application, or neither for this server's managed one"}
+	}
+	env := signInEnv.Load()
+	if env == nil || len(env.SessionKey) != 32 || env.Outbound == nil {
+		return nil, errors.New("this edgeplane server has no session key for sign-in")
+	}
+	app := enforce.OAuthApp{ClientID: o.ClientID, ClientSecret: o.ClientSecret}
+	if app.ClientID == "" {
+		if len(o.Scopes) > 0 {
+			return nil, &optionRefusal{codeOAuthScopesOwned, "scopes can be asked for only with your own OAuth application: give client_id and client_secret"}
+		}
+		managed, ok := env.OAuthApps[provider]
+		if !ok {
+			return nil, &optionRefusal{ep.AgentCodeUnsupportedOpt, fmt.Sprintf("this edgeplane server has no managed OAuth application for %s: "+
+				"its operator must start it with --oauth-app %s=CLIENT_ID:CLIENT_SECRET (or EDGEPLANE_OAUTH_APPS), "+
+				"or the bind must give its own client_id and client_secret", provider, provider)}
+		}
+		app = managed
+	}
+	c := enforce.OAuthConfig{Provider: provider, App: app, Scopes: o.Scopes, EmailAddresses: o.AllowEmails,
+		EmailDomains: o.AllowDomains, Client: env.Outbound, Session: enforce.SessionConfig{Key: env.SessionKey}}
+	if e, ok := env.OAuthEndpoints[provider]; ok {
+		c.Endpoints = &e
+	}
+	return enforce.NewOAuth(c)
+}
