@@ -27,6 +27,10 @@ type Endpoint interface {
 	ID() string
 	// Chain is the stages of the endpoint's modules; nil when it has none.
 	Chain() *enforce.Chain
+	// AllowConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
+	// rules of its traffic policy) on a public connection before any byte of it reaches the
+	// agent; false means the connection is to be closed.
+	AllowConn(c net.Conn) bool
 	// Dial opens a stream to the agent for one public connection from clientAddr.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }

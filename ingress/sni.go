@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -105,13 +104,6 @@ func (s *Server) routeTLS(c net.Conn) {
 	}
 }
 
-// connGate is an endpoint whose connection stages need the whole connection, not only the
-// client's address: an agent's tls bind (tunnel.Tunnel), whose traffic policy's on_tcp_connect
-// rules see the client's and the listener's addresses.
-type connGate interface {
-	AllowConn(c net.Conn) bool
-}
-
 // passthrough carries a client's raw TLS to a TLS endpoint, once its connection stages (IP
 // restriction, the on_tcp_connect rules of its traffic policy) admit the client: a refused
 // connection is closed after its ClientHello, before any byte reaches the agent.
@@ -122,11 +114,7 @@ func (s *Server) passthrough(c net.Conn, ep Endpoint) {
 		return
 	}
 	defer forget()
-	if g, ok := ep.(connGate); ok {
-		if !g.AllowConn(c) {
-			return
-		}
-	} else if client, _ := netip.ParseAddrPort(c.RemoteAddr().String()); !ep.Chain().AllowConn(client.Addr()) {
+	if !ep.AllowConn(c) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
