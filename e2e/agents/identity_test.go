@@ -248,3 +248,196 @@ func TestSignInOIDCBind(t *testing.T) {
 		t.Fatalf("an http issuer: %v", err)
 	}
 }
+
+// gitHubProvider is a GitHub-shaped OAuth provider the test serves over TLS with a certificate
+// only --outbound-ca trusts, in GitHub Enterprise's layout (/login/oauth/… and /api/v3/…, given
+// to edgeplane with --oauth-endpoints): its authorize endpoint signs octo@example.com in at once,
+// its token endpoint checks the client, the PKCE verifier and the redirect URI.
+type gitHubProvider struct {
+	url     string
+	clients map[string]string // client id -> secret
+	mu      sync.Mutex
+	codes   map[string][2]string // code -> challenge, redirect_uri
+	tokens  map[string]bool
+	asked   []string // "client_id scope" of each authorization request
+}
+
+func newGitHubProvider(t *testing.T, ca *pki.CA, clients map[string]string) *gitHubProvider {
+	g := &gitHubProvider{clients: clients, codes: map[string][2]string{}, tokens: map[string]bool{}}
+	cert, err := ca.Issue("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	g.url = "https://" + ln.Addr().String()
+	random := func() string {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		return fmt.Sprintf("%x", b)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/login/oauth/authorize", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if _, ok := g.clients[q.Get("client_id")]; !ok || q.Get("code_challenge_method") != "S256" {
+			http.Error(w, "unknown client", 400)
+			return
+		}
+		code := random()
+		g.mu.Lock()
+		g.codes[code] = [2]string{q.Get("code_challenge"), q.Get("redirect_uri")}
+		g.asked = append(g.asked, q.Get("client_id")+" "+q.Get("scope"))
+		g.mu.Unlock()
+		http.Redirect(w, r, q.Get("redirect_uri")+"?code="+code+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+	})
+	mux.HandleFunc("/login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		id, secret, ok := r.BasicAuth()
+		if !ok {
+			id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		c, ok := g.codes[r.PostForm.Get("code")]
+		delete(g.codes, r.PostForm.Get("code"))
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		w.Header().Set("Content-Type", "application/json")
+		if want, known := g.clients[id]; !ok || !known || secret != want || base64.RawURLEncoding.EncodeToString(sum[:]) != c[0] ||
+			r.PostForm.Get("redirect_uri") != c[1] {
+			_, _ = w.Write([]byte(`{"error":"bad_verification_code"}`))
+			return
+		}
+		tok := random()
+		g.tokens[tok] = true
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "bearer", "scope": "read:user"})
+	})
+	api := func(path string, v any) {
+		mux.HandleFunc("/api/v3"+path, func(w http.ResponseWriter, r *http.Request) {
+			g.mu.Lock()
+			ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+			g.mu.Unlock()
+			if !ok {
+				http.Error(w, `{"message":"Bad credentials"}`, 401)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(v)
+		})
+	}
+	api("/user", map[string]any{"id": 42, "login": "octo", "name": "Octo Cat", "email": nil})
+	api("/user/emails", []map[string]any{{"email": "old@elsewhere.org", "primary": false, "verified": true},
+		{"email": "octo@example.com", "primary": true, "verified": true}})
+	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{*cert}}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	return g
+}
+
+// endpoints is the --oauth-endpoints value pointing GitHub at the provider.
+func (g *gitHubProvider) endpoints() string {
+	return "github=" + g.url + "/login/oauth/authorize," + g.url + "/login/oauth/access_token," + g.url + "/api/v3/user"
+}
+
+// TestSignInOAuthBind: an agent endpoint bound with ngrok-go's WithOAuth("github") gets the
+// oauth sign-in, through the operator's managed application (--oauth-app) at the provider given
+// with --oauth-endpoints: an allowed user reaches the agent with the identity headers; a user
+// outside allow_emails and allow_domains gets 403 ERR_NGROK_3129 and never reaches the agent. On
+// a server without --oauth-app, a bind with its own client (WithOAuthClientID and
+// WithOAuthClientSecret) signs in with it and asks for its scopes, while a bind without one is
+// refused with ERR_NGROK_3208 naming the flag.
+func TestSignInOAuthBind(t *testing.T) {
+	certPEM, keyPEM, err := pki.NewCA("oauth provider CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := pki.LoadCA(certPEM, keyPEM)
+	caFile := filepath.Join(t.TempDir(), "outbound.pem")
+	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret", "own-client": "own-secret"})
+	managed := start(t, "--outbound-ca", caFile, "--oauth-endpoints", g.endpoints(), "--oauth-app", "github=managed-client:managed-secret")
+	own := start(t, "--outbound-ca", caFile, "--oauth-endpoints", g.endpoints())
+
+	hosts := map[string]string{} // public name -> the https listener serving it
+	bind := func(w *world, host string, opts ...config.OAuthOption) error {
+		_, token := w.credential()
+		tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(host),
+			config.WithOAuth("github", opts...)))
+		if err != nil {
+			return err
+		}
+		hosts[host] = w.https
+		serveTunnel(t, tun, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "agent email=%s id=%s", r.Header.Get("ngrok-auth-user-email"), r.Header.Get("ngrok-auth-user-id"))
+		}))
+		return nil
+	}
+	for host, opts := range map[string][]config.OAuthOption{
+		// Each list admits on its own: the user is in the domains of one and the addresses of the
+		// other, and in neither of the third's.
+		"gh-domain.edgeplane.app": {config.WithAllowOAuthDomain("example.com"), config.WithAllowOAuthEmail("nobody@other.org")},
+		"gh-email.edgeplane.app":  {config.WithAllowOAuthEmail("someone@else.org", "OCTO@example.com"), config.WithAllowOAuthDomain("other.org")},
+		"gh-deny.edgeplane.app":   {config.WithAllowOAuthEmail("octo@example.org"), config.WithAllowOAuthDomain("other.org")},
+	} {
+		if err := bind(managed, host, opts...); err != nil {
+			t.Fatalf("bind %s with OAuth: %v", host, err)
+		}
+	}
+	if err := bind(own, "gh-own.edgeplane.app", config.WithOAuthClientID("own-client"), config.WithOAuthClientSecret("own-secret"),
+		config.WithAllowOAuthEmail("octo@example.com"), config.WithOAuthScope("repo")); err != nil {
+		t.Fatalf("bind with its own client: %v", err)
+	}
+	err = bind(own, "gh-none.edgeplane.app", config.WithAllowOAuthDomain("example.com"))
+	if code := ngrokCode(err); code != "ERR_NGROK_3208" || !strings.Contains(err.Error(), "--oauth-app github=") {
+		t.Fatalf("a bind without a client on a server without --oauth-app: %v, want ERR_NGROK_3208 naming --oauth-app", err)
+	}
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(managed.caPEM)
+	roots.AppendCertsFromPEM(own.caPEM)
+	roots.AppendCertsFromPEM([]byte(certPEM))
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if a, ok := hosts[strings.Split(addr, ":")[0]]; ok {
+				addr = a
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	fetch := func(u string) (int, string, string) {
+		resp, err := browser.Get(u)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("ngrok-error-code")
+	}
+	for _, host := range []string{"gh-domain.edgeplane.app", "gh-email.edgeplane.app", "gh-own.edgeplane.app"} {
+		if st, body, _ := fetch("https://" + host + "/"); st != 200 || body != "agent email=octo@example.com id=42" {
+			t.Fatalf("allowed on %s: %d %q", host, st, body)
+		}
+	}
+	if st, body, code := fetch("https://gh-deny.edgeplane.app/"); st != 403 || code != "ERR_NGROK_3129" || strings.Contains(body, "agent") {
+		t.Fatalf("denied: %d %s %q", st, code, body)
+	}
+	// The managed binds signed in with the managed application and its default scopes; the bind
+	// with its own client, with that client and the scope it asked for.
+	g.mu.Lock()
+	asked := g.asked
+	g.mu.Unlock()
+	var managedN, ownN int
+	for _, a := range asked {
+		switch a {
+		case "managed-client read:user user:email":
+			managedN++
+		case "own-client read:user user:email repo":
+			ownN++
+		default:
+			t.Errorf("unexpected authorization request %q", a)
+		}
+	}
+	if managedN != 3 || ownN != 1 {
+		t.Errorf("authorization requests: %q, want 3 with the managed client and 1 with the bind's own", asked)
+	}
+}

@@ -154,7 +154,7 @@ func TestBindRefusals(t *testing.T) {
 		{"address not reserved", os, config.TCPEndpoint(config.WithRemoteAddr("127.0.0.1:24999")), "ERR_NGROK_307"},
 		{"hostport of an edge", os, config.HTTPEndpoint(config.WithDomain("edge.example.com")), "ERR_NGROK_381"},
 		{"endpoint already online", os, config.HTTPEndpoint(config.WithDomain("ok.example.com")), "ERR_NGROK_334"},
-		{"module not enforced yet", os, config.HTTPEndpoint(config.WithDomain("c.edgeplane.app"), config.WithOAuth("github")), "ERR_NGROK_3208"},
+		{"oauth without a managed application", os, config.HTTPEndpoint(config.WithDomain("c.edgeplane.app"), config.WithOAuth("github")), "ERR_NGROK_3208"},
 		{"unsupported protocol option", os, config.TCPEndpoint(config.WithProxyProto(config.ProxyProtoV1)), "ERR_NGROK_3208"},
 	}
 	for _, c := range cases {
@@ -162,10 +162,12 @@ func TestBindRefusals(t *testing.T) {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
-	// The refusal of a module names it.
+	// An OAuth bind naming no client of its own, on a server started without --oauth-app, is
+	// refused (never carried without the sign-in), naming the module and the flag to set.
 	_, err := os.Listen(ctx, config.HTTPEndpoint(config.WithDomain("c2.edgeplane.app"), config.WithOAuth("google")))
-	if err == nil || !strings.Contains(err.Error(), "oauth") {
-		t.Errorf("an unenforced module's refusal does not name it: %v", err)
+	if code := ngrokCode(err); code != "ERR_NGROK_3208" || !strings.Contains(err.Error(), "oauth") ||
+		!strings.Contains(err.Error(), "--oauth-app google=") {
+		t.Errorf("an oauth bind without a managed application: %v, want ERR_NGROK_3208 naming --oauth-app google", err)
 	}
 }
 
