@@ -23,7 +23,7 @@ import (
 // front of it (the one-hop reference, on a plain and a TLS listener), and `edgeplane serve` with
 // its data plane and an ngrok-go agent forwarding to the same upstream, and measures requests
 // through each path, alternating the paths over several rounds. See trafficUsage.
-const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-out bench/traffic.md]`
+const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-extra=true] [-out bench/traffic.md]`
 
 // Names of the paths, as the table shows them.
 const (
@@ -45,6 +45,7 @@ type trafficConfig struct {
 	binary         string
 	keep           bool
 	profile        string
+	extra          bool // the http endpoint, TCP edge and modules rows, and new connections per second
 }
 
 // trafficRunner holds one run of the traffic benchmark.
@@ -58,6 +59,8 @@ type trafficRunner struct {
 	notes      []string
 	pprofAddr  string
 	world      *edgeplaneWorld
+	connPaths  []*connPath
+	connRounds map[string][]connRound
 }
 
 type resultKey struct {
@@ -82,6 +85,7 @@ func trafficBench(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.out, "out", "bench/traffic.md", "Markdown file for the results (empty: stdout only)")
 	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory (database and logs)")
+	fs.BoolVar(&cfg.extra, "extra", true, "also measure a plain http endpoint bind, a TCP edge (and new connections per second through it) and an HTTPS edge route with three modules")
 	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -117,7 +121,7 @@ func trafficBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &trafficRunner{cfg: cfg, work: work, self: self, rounds: map[resultKey][]round{}}
+	b := &trafficRunner{cfg: cfg, work: work, self: self, rounds: map[resultKey][]round{}, connRounds: map[string][]connRound{}}
 	if b.cfg.profile != "" {
 		if b.pprofAddr, err = freeAddr(); err != nil {
 			return err
@@ -236,10 +240,21 @@ func (b *trafficRunner) run(ctx context.Context) error {
 		{name: pathEdge, addr: w.https, host: edgeHost, tls: tlsTo(w.ca, edgeHost), middle: []*child{w.srv, w.agent}},
 		{name: pathEndpoint, addr: w.https, host: endpointHost, tls: tlsTo(w.ca, endpointHost), middle: []*child{w.srv, w.agent}},
 	}
+	if w.extra != nil {
+		b.paths = append(b.paths, b.extraPaths(w, up.addr, func(host string) *tls.Config { return tlsTo(w.ca, host) })...)
+	}
 	for _, p := range b.paths {
 		p.req = request("GET", p.host, "/", "", nil)
+		if w.extra != nil && (p.name == pathEdge || p.name == pathModules) {
+			p.req = withHeader(p.req, "Accept-Encoding: gzip")
+		}
 		if err := waitPath(ctx, p); err != nil {
 			return err
+		}
+		if p.name == pathModules {
+			if err := checkModules(ctx, p); err != nil {
+				return err
+			}
 		}
 	}
 	for _, c := range b.cfg.conc {
@@ -257,6 +272,13 @@ func (b *trafficRunner) run(ctx context.Context) error {
 			}
 		}
 	}
+	if w.extra != nil {
+		err := b.measureConnRate(ctx, []*connPath{{name: pathDirect, addr: up.addr}, {name: pathProxy, addr: proxy.addr, middle: []*child{proxy}},
+			{name: pathTCPEdge, addr: w.extra.tcp, middle: []*child{w.srv, w.agent}}})
+		if err != nil {
+			return err
+		}
+	}
 	if b.cfg.bulk > 0 {
 		b.measureBulk(ctx)
 	}
@@ -269,7 +291,8 @@ func (b *trafficRunner) run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// measureBulk downloads and then uploads cfg.bulk bytes through every path but the plain proxy.
+// measureBulk downloads and then uploads cfg.bulk bytes through every path but the plain proxy
+// and the extra rows'.
 func (b *trafficRunner) measureBulk(ctx context.Context) {
 	for _, upload := range []bool{false, true} {
 		dir := "download"
@@ -277,7 +300,7 @@ func (b *trafficRunner) measureBulk(ctx context.Context) {
 			dir = "upload"
 		}
 		for _, p := range b.paths {
-			if p.name == pathProxy || ctx.Err() != nil {
+			if p.name == pathProxy || p.name == pathHTTPEndpoint || p.name == pathTCPEdge || p.name == pathModules || ctx.Err() != nil {
 				continue
 			}
 			var ep *child

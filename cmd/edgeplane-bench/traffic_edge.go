@@ -38,6 +38,7 @@ type edgeplaneWorld struct {
 	srv, agent *child
 	https      string // the public TLS listener
 	ca         *x509.CertPool
+	extra      *extraWorld // with -extra: the public HTTP listener and the TCP edge
 }
 
 var (
@@ -63,14 +64,14 @@ func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string
 		w.stop()
 		return nil, err
 	}
-	var agentAddr, token string
+	var agentAddr, httpAddr, token string
 	for deadline := time.Now().Add(30 * time.Second); agentAddr == "" || token == ""; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return fail(fmt.Errorf("serve printed no data plane line or API key:\n%s", tail(logPath, 2000)))
 		}
 		log, _ := os.ReadFile(logPath)
 		if m := dataPlaneLine.FindSubmatch(log); m != nil {
-			agentAddr, w.https = string(m[1]), string(m[3])
+			agentAddr, httpAddr, w.https = string(m[1]), string(m[2]), string(m[3])
 		}
 		token = bootstrapToken(string(log))
 	}
@@ -113,14 +114,22 @@ func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string
 		"backend": map[string]any{"backend_id": group.ID}}, nil); err != nil {
 		return fail(err)
 	}
+	agentArgs := []string{"traffic-agent", "--listen", "{addr}", "--server", agentAddr,
+		"--ca", caPath, "--upstream", upstream, "--label", "edge=bench", "--domain", endpointHost}
+	hosts := []string{edgeHost, endpointHost}
+	if b.cfg.extra {
+		if w.extra, err = setupExtra(api, group.ID, httpAddr); err != nil {
+			return fail(err)
+		}
+		agentArgs = append(agentArgs, "--http-domain", httpEndpointHost)
+		hosts = append(hosts, modulesHost)
+	}
 
-	w.agent, err = startChild("agent", b.self, []string{"traffic-agent", "--listen", "{addr}", "--server", agentAddr,
-		"--ca", caPath, "--upstream", upstream, "--label", "edge=bench", "--domain", endpointHost},
-		[]string{"EDGEPLANE_BENCH_AUTHTOKEN=" + cred.Token}, filepath.Join(b.work, "agent.log"))
+	w.agent, err = startChild("agent", b.self, agentArgs, []string{"EDGEPLANE_BENCH_AUTHTOKEN=" + cred.Token}, filepath.Join(b.work, "agent.log"))
 	if err != nil {
 		return fail(err)
 	}
-	for _, host := range []string{edgeHost, endpointHost} {
+	for _, host := range hosts {
 		if err := w.waitServing(ctx, host); err != nil {
 			return fail(err)
 		}

@@ -31,8 +31,8 @@ import (
 var upstreamBody = []byte("hello from the upstream of edgeplane's traffic benchmark, 64 b.\n")
 
 // trafficUpstream is the upstream every path ends at: a plain net/http server answering any GET
-// with upstreamBody, GET /bulk?n=N with N zero bytes, and POST /bulk by reading the body whole
-// and answering the number of bytes it read.
+// with upstreamBody, GET /bulk?n=N with N zero bytes, POST /bulk by reading the body whole
+// and answering the number of bytes it read, and GET /echo with its X-Bench header repeated.
 func trafficUpstream(args []string) error {
 	fs := flag.NewFlagSet("traffic-upstream", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
@@ -43,6 +43,13 @@ func trafficUpstream(args []string) error {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/bulk" {
 			bulk(w, r)
+			return
+		}
+		if r.URL.Path == "/echo" {
+			// The X-Bench request header, repeated to 512 bytes of text: the modules row's check
+			// that request_headers and compression are applied.
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, strings.Repeat(r.Header.Get("X-Bench")+"\n", 512/(len(r.Header.Get("X-Bench"))+1)+1))
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain")
@@ -130,6 +137,7 @@ func trafficAgent(args []string) error {
 	upstream := fs.String("upstream", "", "upstream URL")
 	label := fs.String("label", "edge=bench", "label of the tunnel (key=value)")
 	domain := fs.String("domain", "", "domain of the https endpoint")
+	httpDomain := fs.String("http-domain", "", "domain of a plain http endpoint (none when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,6 +170,12 @@ func trafficAgent(args []string) error {
 	}
 	if _, err := sess.ListenAndForward(ctx, u, ngrokconfig.HTTPEndpoint(ngrokconfig.WithDomain(*domain))); err != nil {
 		return fmt.Errorf("https endpoint: %w", err)
+	}
+	if *httpDomain != "" {
+		if _, err := sess.ListenAndForward(ctx, u, ngrokconfig.HTTPEndpoint(ngrokconfig.WithDomain(*httpDomain),
+			ngrokconfig.WithScheme(ngrokconfig.SchemeHTTP))); err != nil {
+			return fmt.Errorf("http endpoint: %w", err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "bound") })

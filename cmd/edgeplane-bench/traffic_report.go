@@ -126,8 +126,9 @@ func (b *trafficRunner) report(took time.Duration) string {
 		}
 		fmt.Fprintln(&w)
 	}
+	b.extraReport(&w)
 	fmt.Fprintf(&w, "## Targets of issue 22 measured here\n\n| target | reference | measured | met |\n|---|---|---|---|\n")
-	for _, t := range b.targets() {
+	for _, t := range append(b.targets(), b.extraTargets()...) {
 		met := "yes"
 		switch {
 		case t.na:
@@ -138,8 +139,14 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", t.name, t.ref, t.measured, met)
 	}
 	fmt.Fprintln(&w)
-	fmt.Fprintf(&w, "Not measured yet (issue 22): a plain `http` endpoint bind, a TCP edge and new TCP connections per second,\n")
-	fmt.Fprintf(&w, "the three modules' cost, the scale scenarios (10,000 sessions, 100,000 routes, change-to-traffic time).\n\n")
+	if b.world != nil && b.world.extra != nil {
+		fmt.Fprintf(&w, "Extra rows: `%s` is a plain `http` endpoint bind of the same agent on the public HTTP listener;\n", pathHTTPEndpoint)
+		fmt.Fprintf(&w, "`%s` a TCP edge on a reserved address whose `tunnel_group` backend is the agent's labeled tunnel\n", pathTCPEdge)
+		fmt.Fprintf(&w, "(the client speaks HTTP/1.1 over the raw connection, kept alive); `%s` a second HTTPS\n", pathModules)
+		fmt.Fprintf(&w, "edge whose route has `ip_restriction` (a policy allowing 127.0.0.0/8), `request_headers` (adds one header) and\n")
+		fmt.Fprintf(&w, "`compression` (enabled; the 64-byte answer is below its 256-byte minimum, so its cost is the negotiation).\n")
+		fmt.Fprintf(&w, "Both HTTPS edge rows send `Accept-Encoding: gzip`. The scale scenarios are `edgeplane-bench scale` (bench/scale.md).\n\n")
+	}
 	if len(b.notes) > 0 {
 		fmt.Fprintf(&w, "## Notes\n\n")
 		for _, n := range b.notes {
