@@ -56,6 +56,10 @@ type Config struct {
 	// Limiter, when not nil, counts and limits the connections of TCP endpoints' listeners,
 	// with those of the HTTP and TLS listeners its owner wrapped in it.
 	Limiter *netx.Limiter
+	// IdleTimeout is the longest a public HTTP or HTTPS keep-alive connection waits for its next
+	// request; zero is DefaultIdleTimeout. Idle connections hold connection slots, so it is
+	// short, like ngrok's edge's.
+	IdleTimeout time.Duration
 	// Logger receives connection-level events; nil discards.
 	Logger *slog.Logger
 }
@@ -64,9 +68,12 @@ type Config struct {
 const (
 	helloTimeout      = 10 * time.Second
 	readHeaderTimeout = 10 * time.Second
-	idleTimeout       = 120 * time.Second
 	maxHeaderBytes    = 64 << 10
 )
+
+// DefaultIdleTimeout is Config.IdleTimeout's default: a browser reuses a connection for the
+// requests of one page, and a connection idle longer holds a slot another client may need.
+const DefaultIdleTimeout = 5 * time.Second
 
 // Server owns the public listeners and everything they started.
 type Server struct {
@@ -122,11 +129,21 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 	return &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.proxy.serve(w, r, proto) }),
 		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
+		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       withConnID,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// The limiter keeps the idle connections, the ones it closes first to admit a new
+		// client when the public listeners are at their connection limit.
+		ConnState: netx.ConnState,
+		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.cfg.IdleTimeout > 0 {
+		return s.cfg.IdleTimeout
+	}
+	return DefaultIdleTimeout
 }
 
 // ServeHTTP serves plain HTTP on ln until Close.

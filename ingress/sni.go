@@ -64,6 +64,10 @@ type replayConn struct {
 
 func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
+// NetConn returns the underlying connection, so that the public limiter finds its own
+// connection inside an HTTPS one (netx.ConnState).
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the underlying connection, when it can.
 func (c *replayConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

@@ -45,7 +45,9 @@ type dataPlaneFlags struct {
 	// Connection limits (see connLimits).
 	agentMax, agentMaxPerIP, agentMaxUnauthPerIP *int
 	publicMax, publicMaxPerIP                    *int
-	fs                                           *flag.FlagSet
+	// publicIdle is --public-idle-timeout, parsed by listen.
+	publicIdle *string
+	fs         *flag.FlagSet
 }
 
 // Defaults of the data plane's connection limits. Agents behind one NAT share an address, and
@@ -92,6 +94,8 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 			"most public connections open at once, HTTP, TLS and TCP endpoints together; more wait in the backlog; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS)"),
 		publicMaxPerIP: fs.Int("public-max-connections-per-ip", envInt("EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP", defaultPublicMaxPerIP),
 			"most public connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_IP)"),
+		publicIdle: fs.String("public-idle-timeout", env("EDGEPLANE_PUBLIC_IDLE_TIMEOUT", ingress.DefaultIdleTimeout.String()),
+			"longest a public HTTP or HTTPS keep-alive connection waits for its next request; at --public-max-connections the longest idle one is closed for a new client (env EDGEPLANE_PUBLIC_IDLE_TIMEOUT)"),
 		oauthApps: newListFlag(fs, "oauth-app", "EDGEPLANE_OAUTH_APPS", ",",
 			"managed OAuth application PROVIDER=CLIENT_ID:CLIENT_SECRET serving oauth modules without their own client; repeatable (env EDGEPLANE_OAUTH_APPS, comma-separated)"),
 		oauthEndpoints: newListFlag(fs, "oauth-endpoints", "EDGEPLANE_OAUTH_ENDPOINTS", ";",
@@ -102,7 +106,9 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 }
 
 // connLimits checks the connection limit flags and returns the agent listener's limits and the
-// public listeners' (one limiter shared by HTTP, TLS and every TCP endpoint).
+// public listeners' (one limiter shared by HTTP, TLS and every TCP endpoint). When the public
+// listeners are at their limit, the longest idle HTTP keep-alive connection is closed to admit
+// a new client (netx.Limits.EvictIdle): idle connections must not keep clients out.
 func (f *dataPlaneFlags) connLimits() (agent, public netx.Limits, err error) {
 	for _, c := range []struct {
 		name, env string
@@ -119,7 +125,7 @@ func (f *dataPlaneFlags) connLimits() (agent, public netx.Limits, err error) {
 		}
 	}
 	agent = netx.Limits{Max: *f.agentMax, PerAddr: *f.agentMaxPerIP, PerAddrUntrusted: *f.agentMaxUnauthPerIP}
-	public = netx.Limits{Max: *f.publicMax, PerAddr: *f.publicMaxPerIP}
+	public = netx.Limits{Max: *f.publicMax, PerAddr: *f.publicMaxPerIP, EvictIdle: true}
 	return agent, public, nil
 }
 
@@ -137,6 +143,8 @@ type dataPlane struct {
 	closeOnce                sync.Once
 	// public counts the public listeners' connections, TCP endpoints' included.
 	public *netx.Limiter
+	// publicIdle is the public HTTP and HTTPS listeners' keep-alive idle timeout.
+	publicIdle time.Duration
 	// replica names this process in the session rows.
 	replica string
 	st      *store.Store
@@ -149,6 +157,9 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	agentLimits, publicLimits, err := f.connLimits()
 	if err != nil {
 		return nil, err
+	}
+	if d.publicIdle, err = time.ParseDuration(*f.publicIdle); err != nil || d.publicIdle <= 0 {
+		return nil, fmt.Errorf("--public-idle-timeout must be a positive duration like %s, got %q", ingress.DefaultIdleTimeout, *f.publicIdle)
 	}
 	if *f.agentListen == "" {
 		return d, nil
@@ -267,6 +278,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TCPHost:       *f.tcpListenHost,
 		OutboundRoots: d.outboundRoots,
 		Limiter:       d.public,
+		IdleTimeout:   d.publicIdle,
 		Logger:        log,
 	})
 	d.gw = tunnel.New(tunnel.Config{

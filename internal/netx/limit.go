@@ -1,6 +1,7 @@
 package netx
 
 import (
+	"container/list"
 	"context"
 	"io"
 	"net"
@@ -27,15 +28,23 @@ type Limits struct {
 	// trusted may wait for its next request (see ConnState); a trusted one waits for the
 	// server's own idle timeout.
 	UntrustedIdle time.Duration
+	// EvictIdle, with a Max, admits a new connection when every slot is taken by closing the
+	// HTTP keep-alive connection that has waited longest for its next request (see ConnState),
+	// rather than leaving the newcomer in the backlog: idle connections then cost their
+	// clients a reconnection, never other clients their answer. Accept then takes the
+	// connection before its slot, so a new client is seen while the slots are full.
+	EvictIdle bool
 }
 
 // Stats are a limiter's counts, for tests and metrics.
 type Stats struct {
-	// Open is the connections open now; Untrusted those of them not trusted yet.
-	Open, Untrusted int
+	// Open is the connections open now; Untrusted those of them not trusted yet; Idle those
+	// waiting for their next HTTP request (counted with Limits.EvictIdle only).
+	Open, Untrusted, Idle int
 	// Accepted counts the connections handed to the server, Refused those closed at once
-	// because their address had reached its limit.
-	Accepted, Refused uint64
+	// because their address had reached its limit, Evicted the idle keep-alive connections
+	// closed to make room for a new one (see Limits.EvictIdle).
+	Accepted, Refused, Evicted uint64
 }
 
 // A Limiter counts the live connections of one or more listeners (see Listen) and holds them
@@ -47,6 +56,10 @@ type Limiter struct {
 	mu    sync.Mutex
 	addrs map[netip.Addr]*addrCount
 	stats Stats
+	// idle holds the connections waiting for their next HTTP request, longest waiting first,
+	// when the limits evict idle connections; idled is signalled when one joins it.
+	idle  list.List
+	idled chan struct{}
 }
 
 // addrCount is what one client address holds.
@@ -54,7 +67,7 @@ type addrCount struct{ open, untrusted int }
 
 // NewLimiter returns a limiter with the limits; negative fields count as zero (no limit).
 func NewLimiter(lim Limits) *Limiter {
-	l := &Limiter{lim: lim, addrs: map[netip.Addr]*addrCount{}}
+	l := &Limiter{lim: lim, addrs: map[netip.Addr]*addrCount{}, idled: make(chan struct{}, 1)}
 	if lim.Max > 0 {
 		l.sem = make(chan struct{}, lim.Max)
 	}
@@ -68,7 +81,9 @@ func Limit(ln net.Listener, lim Limits) net.Listener { return NewLimiter(lim).Li
 func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stats
+	st := l.stats
+	st.Idle = l.idle.Len()
+	return st
 }
 
 // Listen wraps ln: its connections count against the limiter's limits, together with those of
@@ -85,8 +100,12 @@ type listener struct {
 }
 
 // Accept waits for a free slot, then accepts the next connection whose address is within its
-// limits; connections beyond them are closed and counted as refused.
+// limits; connections beyond them are closed and counted as refused. With Limits.EvictIdle it
+// accepts first, then makes room (see acceptEvicting).
 func (ln *listener) Accept() (net.Conn, error) {
+	if ln.l.lim.EvictIdle && ln.l.sem != nil {
+		return ln.acceptEvicting()
+	}
 	for {
 		if ln.l.sem != nil {
 			select {
@@ -165,6 +184,8 @@ type conn struct {
 	l     *Limiter
 	key   netip.Addr
 	keyed bool
+	// idleAt is the connection's place in its limiter's idle list, or nil; guarded by l.mu.
+	idleAt *list.Element
 
 	mu        sync.Mutex
 	trusted   bool
@@ -183,6 +204,7 @@ func (c *conn) Close() error {
 	trusted := c.trusted
 	c.mu.Unlock()
 	c.l.mu.Lock()
+	c.l.unidle(c)
 	c.l.stats.Open--
 	if !trusted {
 		c.l.stats.Untrusted--
@@ -297,11 +319,24 @@ func TrustContext(ctx context.Context) {
 // goes idle, the wait for its next request is cut to the limiter's UntrustedIdle. (net/http
 // sets the idle read deadline right after this hook; the deadline after it, for the request's
 // header, is not clamped.)
+//
+// With Limits.EvictIdle it also keeps the limiter's list of idle connections, the ones it may
+// close to make room.
 func ConnState(c net.Conn, st http.ConnState) {
+	if st == http.StateNew {
+		return
+	}
+	lc := find(c)
+	if lc == nil {
+		return
+	}
+	if lc.l.lim.EvictIdle {
+		lc.l.setIdle(lc, st == http.StateIdle)
+	}
 	if st != http.StateIdle {
 		return
 	}
-	if lc := find(c); lc != nil && lc.l.lim.UntrustedIdle > 0 {
+	if lc.l.lim.UntrustedIdle > 0 {
 		lc.mu.Lock()
 		lc.clampIdle = !lc.trusted
 		lc.mu.Unlock()
