@@ -36,14 +36,14 @@ func prepare(d dialect) queries {
 		update:       `UPDATE objects SET doc = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		del:          `DELETE FROM objects WHERE id = ?`,
 		restricted:   `SELECT from_id FROM refs WHERE to_id = ? AND mode = 1 LIMIT 1`,
-		cascade:      `DELETE FROM objects WHERE id IN (SELECT from_id FROM refs WHERE to_id = ? AND mode = 2)`,
+		cascade:      `SELECT from_id FROM refs WHERE to_id = ? AND mode = 2 LIMIT ?`,
 		refsDel:      `DELETE FROM refs WHERE from_id = ?`,
 		refsIns:      `INSERT INTO refs (from_id, to_id, mode) VALUES (?, ?, ?)`,
 		claimGet:     `SELECT account_id, object_id FROM claims WHERE namespace = ? AND value = ?`,
 		claimIns:     `INSERT INTO claims (namespace, value, account_id, object_id) VALUES (?, ?, ?, ?)`,
 		claimsDel:    `DELETE FROM claims WHERE object_id = ?`,
 		tokenIns:     `INSERT INTO tokens (selector, hash, kind, account_id, object_id, principal_id) VALUES (?, ?, ?, ?, ?, ?)`,
-		principalGet: `SELECT id, account_id, role, active FROM principals WHERE id = ? AND account_id = ?`,
+		principalGet: `SELECT id, account_id, role, active FROM principals WHERE id = ? AND account_id = ? AND NOT EXISTS (SELECT 1 FROM objects o WHERE o.id = principals.id AND o.kind LIKE '` + hiddenLike + `')`,
 		principalPut: `INSERT INTO principals (id, account_id, role, active, created_at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET active = excluded.active`,
 		principalDel: `DELETE FROM principals WHERE id = ? AND account_id = ?`,
@@ -68,7 +68,8 @@ func prepare(d dialect) queries {
 	// target, so on PostgreSQL a delete and a new reference to the same object cannot both
 	// succeed (the later one sees the other's commit).
 	q.getLocked = q.get + d.forUpdate()
-	q.refTarget = `SELECT id FROM objects WHERE id = ?` + d.forShare()
+	// An object whose delete has begun (cascade.go) takes no new references.
+	q.refTarget = `SELECT id FROM objects WHERE id = ? AND kind NOT LIKE '` + hiddenLike + `'` + d.forShare()
 	for _, p := range []*string{&q.get, &q.getLocked, &q.refTarget, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
 		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
 		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.authGet, &q.accountByName, &q.accountIns,
@@ -332,10 +333,23 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 }
 
 // Delete removes the object, unless another object references it with RefRestrict. Objects that
-// reference it with RefCascade, and its children, go with it.
+// reference it with RefCascade, and its children, go with it. When the referrers are more than
+// CascadeChunk, the object is hidden first and they go in chunks, each in a transaction of its
+// own (cascade.go); Delete returns once all of it is gone.
 func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, parentID, id string) (err error) {
 	defer func() { s.committed(caller.AccountID, res, err) }()
-	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+	var (
+		removed int64 // objects the transaction removes
+		hidden  bool  // it hid the object instead: the rest goes in chunks
+	)
+	defer func() {
+		if err == nil {
+			s.deletes.deletes.Add(1)
+			s.deletes.tx(removed)
+		}
+	}()
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		removed, hidden = 0, false
 		d, _, err := s.loadWith(ctx, tx, s.q.getLocked, caller.AccountID, res, parentID, id, false)
 		if err != nil {
 			return err
@@ -351,8 +365,18 @@ func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		case !errors.Is(err, sql.ErrNoRows):
 			return s.classify(err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q.cascade, id); err != nil {
-			return s.classify(err)
+		refs, children, err := s.cascadeSize(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if refs > CascadeChunk {
+			hidden = true
+			return s.hide(ctx, tx, caller.AccountID, res, id)
+		}
+		if refs > 0 {
+			if refs, err = s.deleteReferrers(ctx, tx, id, CascadeChunk); err != nil {
+				return err
+			}
 		}
 		if res.OnDelete != nil {
 			view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
@@ -360,9 +384,15 @@ func (s *Store) Delete(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 				return err
 			}
 		}
+		removed = refs + children + 1
 		_, err = tx.ExecContext(ctx, s.q.del, id)
 		return s.classify(err)
 	})
+	if err != nil || !hidden {
+		return err
+	}
+	s.deletes.chunked.Add(1)
+	return s.finishDelete(ctx, caller, res, id)
 }
 
 // storedJSON is the document as written: without embedded children, which are stored as

@@ -141,6 +141,8 @@ type Store struct {
 	notify *notifier
 	// sqlitePath and readDSN are where a SQLite store's database is and how its readers open it.
 	sqlitePath, readDSN string
+	// deletes counts delete transactions (cascade.go).
+	deletes deleteCounters
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
@@ -213,6 +215,11 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store: prepare statements: %w", err)
 		}
 		s.rd.noCancel = true
+	}
+	// Deletes that a stopped process began but did not finish (cascade.go).
+	if err := s.finishPendingDeletes(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: finish pending deletes: %w", err)
 	}
 	return s, nil
 }
