@@ -1,5 +1,5 @@
 # Convenience targets; each is one command the README also names.
-.PHONY: build test vet bench bench-traffic
+.PHONY: build test vet bench bench-traffic bench-scale
 
 build:
 	CGO_ENABLED=0 go build -o edgeplane ./cmd/edgeplane
@@ -16,8 +16,16 @@ vet:
 bench:
 	go run ./cmd/edgeplane-bench -out bench/results.md
 
-# The data-plane benchmark (issue 22): direct, a one-hop ReverseProxy, and edgeplane's HTTPS edge and
-# https endpoint through an ngrok-go agent, plus bulk transfers. Prints the table and writes it to
-# bench/traffic.md. Takes about three minutes; BENCH_TRAFFIC_FLAGS adds flags (e.g. -bulk 256MiB).
+# The data-plane benchmark (issue 22): direct, a one-hop ReverseProxy, and edgeplane's HTTPS edge,
+# https and http endpoints, TCP edge and an HTTPS edge with three modules through an ngrok-go agent,
+# new TCP connections per second, plus bulk transfers. Prints the table and writes it to
+# bench/traffic.md. Takes about five minutes; BENCH_TRAFFIC_FLAGS adds flags (e.g. -bulk 256MiB).
 bench-traffic:
 	go run ./cmd/edgeplane-bench traffic -out bench/traffic.md $(BENCH_TRAFFIC_FLAGS)
+
+# The scale scenarios of issue 22: 10,000 idle agent sessions (RSS, CPU at rest, the next bind), and
+# an account with 100,000 routes across 10,000 edges (rate against a 1-edge account, change to
+# traffic). Prints the tables and writes them to bench/scale.md. Takes about ten minutes and holds
+# ~20,000 sockets; BENCH_SCALE_FLAGS adds flags (e.g. -sessions 2000 -edges 1000, -profile DIR).
+bench-scale:
+	go run ./cmd/edgeplane-bench scale -out bench/scale.md $(BENCH_SCALE_FLAGS)

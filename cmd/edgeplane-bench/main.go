@@ -83,6 +83,10 @@ func main() {
 		exit(trafficBench(ctx, os.Args[2:]))
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "scale" {
+		exit(scaleBench(ctx, os.Args[2:]))
+		return
+	}
 	exit(bench(ctx, os.Args[1:]))
 }
 

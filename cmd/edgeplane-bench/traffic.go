@@ -152,7 +152,8 @@ func trafficBench(ctx context.Context, args []string) error {
 }
 
 // build compiles edgeplane. With -profile it adds, through the go command's -overlay (the source
-// tree is not touched), a file that serves net/http/pprof's CPU profile on $EDGEPLANE_BENCH_PPROF.
+// tree is not touched), a file that serves net/http/pprof's CPU, heap and goroutine profiles on
+// $EDGEPLANE_BENCH_PPROF.
 func (b *trafficRunner) build(ctx context.Context) error {
 	b.cfg.binary = filepath.Join(b.work, "edgeplane")
 	args := []string{"build", "-o", b.cfg.binary}
@@ -191,11 +192,14 @@ import (
 	"os"
 )
 
-// init serves the CPU profile on $` + pprofEnv + ` (a build of edgeplane-bench traffic -profile only).
+// init serves the CPU, heap and goroutine profiles on $` + pprofEnv + ` (a build of edgeplane-bench traffic
+// or scale with -profile only).
 func init() {
 	if addr := os.Getenv("` + pprofEnv + `"); addr != "" {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.Handle("/debug/pprof/heap", pprof.Handler("heap"))
+		mux.Handle("/debug/pprof/goroutine", pprof.Handler("goroutine"))
 		go func() { _ = http.ListenAndServe(addr, mux) }()
 	}
 }
