@@ -1,0 +1,108 @@
+package tunnel
+
+import (
+	"io"
+	"sync"
+
+	"golang.ngrok.com/muxado/v2/frame"
+)
+
+const (
+	// frameHeaderLen is the length of a muxado frame header (length, type and flags, stream id).
+	frameHeaderLen = 8
+	// maxCoalesced caps the bytes of one frame (header and payload) written in one Write: the
+	// most a TLS record carries (16 KiB). A larger frame is written as muxado writes it, its
+	// header (and fixed body) and then its payload straight from the stream's buffer: the TLS
+	// connection splits such a payload into records of 16 KiB, one write system call each, so a
+	// copy would save at most one record of several.
+	maxCoalesced = 16 << 10
+	// inlineLen is the size of the buffer each session keeps for the frames most often written
+	// (window increments, resets, heartbeats, request and response heads); larger frames borrow
+	// a buffer of maxCoalesced bytes from a pool, so an idle session holds no large buffer.
+	inlineLen = 512
+)
+
+// bigBufs holds the buffers of maxCoalesced bytes lent to one WriteFrame at a time.
+var bigBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxCoalesced); return &b }}
+
+// singleWriteFramer is the framer of edgeplane's muxado sessions (muxado.Config.NewFramer). It
+// reads frames exactly as muxado's own framer does, and writes each frame of up to maxCoalesced
+// bytes with one Write on the transport, where muxado's framer writes a frame's 8-byte header
+// and its payload as two Writes: over the agent's TLS connection, two TLS records and two write
+// system calls for every frame.
+//
+// It renders each frame with muxado's own encoding (so every frame type is written exactly as
+// muxado writes it: DATA, RST, WNDINC, and GOAWAY with its debug payload) into a buffer, then
+// writes the buffer before WriteFrame returns: nothing is held back for a later frame. muxado's
+// session calls WriteFrame from its one writer goroutine only; the type is not safe for
+// concurrent WriteFrame calls.
+type singleWriteFramer struct {
+	frame.Framer           // muxado's framer: reads from the transport, renders into r
+	r            renderBuf // where the embedded framer's writes go
+	inline       [inlineLen]byte
+}
+
+// newSingleWriteFramer makes the framer of one session; its signature is muxado.Config.NewFramer.
+func newSingleWriteFramer(rd io.Reader, wr io.Writer) frame.Framer {
+	f := &singleWriteFramer{r: renderBuf{w: wr}}
+	f.Framer = frame.NewFramer(rd, &f.r)
+	return f
+}
+
+// WriteFrame renders fr and writes it to the transport: in one Write if the whole frame fits in
+// maxCoalesced bytes, else in two.
+func (f *singleWriteFramer) WriteFrame(fr frame.Frame) error {
+	var big *[]byte
+	switch size := frameHeaderLen + int(fr.Length()); {
+	case size <= inlineLen:
+		f.r.buf = f.inline[:0]
+	case size <= maxCoalesced:
+		big = bigBufs.Get().(*[]byte)
+		f.r.buf = (*big)[:0]
+	default:
+		// Room for the header and a fixed body (GOAWAY's is the longest, 8 bytes); the
+		// payload does not fit and goes straight to the transport.
+		f.r.buf = f.inline[:0]
+	}
+	err := f.Framer.WriteFrame(fr)
+	if ferr := f.r.flush(); err == nil {
+		err = ferr
+	}
+	f.r.buf = nil
+	if big != nil {
+		bigBufs.Put(big)
+	}
+	return err
+}
+
+// renderBuf collects the Writes muxado's encoding makes for one frame.
+type renderBuf struct {
+	w   io.Writer
+	buf []byte // its capacity is the most it may hold; it is never grown
+}
+
+// Write appends p to the frame being rendered; if p does not fit, it writes what is rendered
+// so far and then p itself to the transport.
+func (r *renderBuf) Write(p []byte) (int, error) {
+	if len(r.buf)+len(p) <= cap(r.buf) {
+		r.buf = append(r.buf, p...)
+		return len(p), nil
+	}
+	if err := r.flush(); err != nil {
+		return 0, err
+	}
+	return r.w.Write(p)
+}
+
+// flush writes what is rendered to the transport and empties the buffer.
+func (r *renderBuf) flush() error {
+	if len(r.buf) == 0 {
+		return nil
+	}
+	n, err := r.w.Write(r.buf)
+	if err == nil && n != len(r.buf) {
+		err = io.ErrShortWrite
+	}
+	r.buf = r.buf[:0]
+	return err
+}
