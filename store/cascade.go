@@ -47,7 +47,7 @@ import (
 const CascadeChunk = 256
 
 // hiddenPrefix marks the kind of an object whose delete has begun but not finished. Migration
-// 0009 indexes such rows, for finishPendingDeletes.
+// 0010 indexes such rows, for finishPendingDeletes.
 const hiddenPrefix = "deleting:"
 
 // hiddenLike matches the kinds of hidden objects (no wildcard in the prefix itself).
@@ -230,7 +230,7 @@ func (s *Store) finishHidden(ctx context.Context, caller ep.Caller, res *ep.Reso
 }
 
 // finishPendingDeletes finishes the deletes that a stopped process left hidden but unfinished.
-// Open runs it before the store serves anything; migration 0009's partial index makes finding
+// Open runs it before the store serves anything; migration 0010's partial index makes finding
 // none a lookup in an empty index.
 func (s *Store) finishPendingDeletes(ctx context.Context) error {
 	type pending struct{ id, account, kind string }

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path"
+	"strings"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -120,4 +123,22 @@ func count(t *testing.T, s *Store, q string, args ...any) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMigrationNumbersUnique: migrate records migrations by their number, so a second file with
+// the same number would be skipped silently wherever the first one ran. Two changes made at the
+// same time can pick the same next number; this makes that a failing test, not a missing index.
+func TestMigrationNumbersUnique(t *testing.T) {
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, f := range files {
+		num, _, _ := strings.Cut(path.Base(f), "_")
+		if other, ok := seen[num]; ok {
+			t.Errorf("migrations %s and %s have the same number: renumber the newer one", other, f)
+		}
+		seen[num] = f
+	}
 }
