@@ -31,6 +31,13 @@ type Endpoint interface {
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
 	// agent; false means the connection is to be closed.
 	AllowConn(c net.Conn) bool
+	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
+	// false means the listener terminates it (TLS termination) and carries the plaintext.
+	Passthrough() bool
+	// TLSPolicy is what the endpoint asks of its public clients' TLS where the listener
+	// terminates it: client certificates (mutual TLS), applied as an edge's are, and the
+	// certificate to present (nil: the host's, from Certificate).
+	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
 	// Dial opens a stream to the agent for one public connection from clientAddr.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
@@ -108,15 +115,10 @@ func New(cfg Config) *Server {
 			return cfg.Certificate(hello.ServerName)
 		},
 	}
-	// An HTTPS edge's own TLS policy (minimum version, client certificates) applies to the
-	// connections of its hosts.
+	// An HTTPS edge's or https endpoint's own TLS policy (minimum version, client certificates)
+	// applies to the connections of its hosts.
 	s.tlsConf = s.tlsBase.Clone()
-	s.tlsConf.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		if e := s.plan().HTTPS(hello.ServerName); e != nil {
-			return e.TLS.Config(s.tlsBase), nil
-		}
-		return nil, nil
-	}
+	s.tlsConf.GetConfigForClient = s.configForClient
 	s.http = s.newHTTPServer("http")
 	s.https = s.newHTTPServer("https")
 	s.https.TLSConfig = s.tlsConf

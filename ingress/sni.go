@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // errHelloRead stops the handshake once the ClientHello has been read.
@@ -96,7 +97,7 @@ func (s *Server) routeTLS(c net.Conn) {
 		return
 	}
 	if ep := s.cfg.Lookup("tls", sni); ep != nil {
-		s.passthrough(conn, ep)
+		s.serveTLSEndpoint(conn, ep)
 		return
 	}
 	if sni == "" {
@@ -108,10 +109,52 @@ func (s *Server) routeTLS(c net.Conn) {
 	}
 }
 
-// passthrough carries a client's raw TLS to a TLS endpoint, once its connection stages (IP
-// restriction, the on_tcp_connect rules of its traffic policy) admit the client: a refused
-// connection is closed after its ClientHello, before any byte reaches the agent.
-func (s *Server) passthrough(c net.Conn, ep Endpoint) {
+// configForClient is the TLS configuration of an HTTPS connection, by its server name: an
+// HTTPS edge's or an https endpoint's TLS policy (client certificates, minimum version), or the
+// listener's base (nil) for a name that asks nothing.
+func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
+	if e := s.plan().HTTPS(name); e != nil {
+		return connTLS(s.tlsBase, e.TLS, nil), nil
+	}
+	if ep := s.cfg.Lookup("https", name); ep != nil {
+		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || cert != nil {
+			return connTLS(s.tlsBase, policy, cert), nil
+		}
+	}
+	return nil, nil
+}
+
+// connTLS is the TLS configuration of a public connection to an edge or an endpoint that the
+// listener terminates: the listener's base with the policy's minimum version and client
+// certificates (plan.TLSPolicy.Config, the same for edges and endpoints), presenting cert when
+// one is given (a tls endpoint's own) and the host's certificate otherwise.
+func connTLS(base *tls.Config, policy plan.TLSPolicy, cert *tls.Certificate) *tls.Config {
+	c := policy.Config(base)
+	if cert != nil {
+		c.GetCertificate = nil
+		c.Certificates = []tls.Certificate{*cert}
+	}
+	return c
+}
+
+// terminate runs the server side of a TLS handshake on c with cfg, bounded in time; false means
+// it failed (a client without the certificate mutual TLS requires, a version below the
+// minimum, a name without a certificate) and c is to be closed.
+func terminate(c net.Conn, cfg *tls.Config) (*tls.Conn, bool) {
+	tc := tls.Server(c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	defer cancel()
+	return tc, tc.HandshakeContext(ctx) == nil
+}
+
+// serveTLSEndpoint carries a public connection to a tls endpoint, once its connection stages
+// (IP restriction, the on_tcp_connect rules of its traffic policy) admit the client: a refused
+// connection is closed after its ClientHello, before any byte reaches the agent. The client's
+// TLS is passed through untouched, or, with TLS termination, ended here (with the agent's
+// certificate or the host's, asking for a client certificate under mutual TLS) and the
+// plaintext carried (PassthroughTLS false).
+func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
 	if !ok {
@@ -121,11 +164,23 @@ func (s *Server) passthrough(c net.Conn, ep Endpoint) {
 	if !ep.AllowConn(c) {
 		return
 	}
+	var pub net.Conn = c
+	passthrough := ep.Passthrough()
+	if !passthrough {
+		policy, cert := ep.TLSPolicy()
+		cfg := connTLS(s.tlsBase, policy, cert)
+		cfg.NextProtos = nil // the plaintext goes to the agent as it is, whatever it speaks
+		tc, ok := terminate(c, cfg)
+		if !ok {
+			return
+		}
+		pub = tc
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
-	up, err := ep.Dial(ctx, c.RemoteAddr().String(), "tls", "", true)
+	up, err := ep.Dial(ctx, c.RemoteAddr().String(), "tls", "", passthrough)
 	cancel()
 	if err != nil {
 		return
 	}
-	netx.Pipe(c, up)
+	netx.Pipe(pub, up)
 }

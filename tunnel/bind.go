@@ -72,8 +72,13 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 	if berr != nil {
 		return nil, nil, berr
 	}
+	etls, berr := tlsSettings(m.Proto, m.Opts)
+	if berr != nil {
+		return nil, nil, berr
+	}
 	t := &Tunnel{id: m.ID, sess: s, proto: m.Proto, forwardsTo: m.ForwardsTo, metadata: m.Extra.Metadata,
-		pooled: m.Extra.PoolingEnabled, chain: chain, policy: policy, started: time.Now(), passthrough: m.Proto == "tls"}
+		pooled: m.Extra.PoolingEnabled, chain: etls.guard(m.Proto, chain), policy: policy, tls: etls, started: time.Now(),
+		passthrough: m.Proto == "tls" && (etls == nil || !etls.terminate)}
 	if t.id == "" {
 		t.id, _ = ep.NewID("tn")
 	}
@@ -275,6 +280,9 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	case "pool-mix":
 		undo()
 		return refuse(ep.AgentCodePoolMix, "The endpoint '%s' is online with pooling %s; every bind of a pooled endpoint must enable pooling.", t.url, map[bool]string{true: "disabled", false: "enabled"}[t.pooled])
+	case "pool-tls":
+		undo()
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is online with other TLS settings (mutual TLS CAs, TLS termination or its certificate); every pooled bind of an endpoint must give the same, since the TLS handshake comes before the choice of a bind.", t.url)
 	}
 	if t.proto == "tcp" && first {
 		l := t.listener // a random port's, opened while choosing it

@@ -51,6 +51,25 @@ var moduleOptions = []struct{ option, module string }{
 	{"policy", "policy"}, {"trafficpolicy", "traffic_policy"},
 }
 
+// tlsModules are the module options that set the endpoint's TLS (tlsSettings) rather than
+// build a stage.
+var tlsModules = map[string]bool{"mutual_tls": true, "tls_termination": true}
+
+// optionFields returns a bind's options by lowercased name.
+func optionFields(raw json.RawMessage) (map[string]json.RawMessage, *bindError) {
+	fields := map[string]json.RawMessage{}
+	if present(raw) {
+		var byName map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &byName); err != nil {
+			return nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
+		}
+		for k, v := range byName {
+			fields[strings.ToLower(k)] = v
+		}
+	}
+	return fields, nil
+}
+
 // BindStageBuilder builds the stage of a module asked for in a bind's options, from the
 // option's JSON (the agents' protobuf-shaped objects: snake_case keys, []byte as base64). Its
 // error refuses the bind with ERR_NGROK_301, or with the code of an optionRefusal.
@@ -111,24 +130,19 @@ func registerBindConnStage(module string, f BindConnBuilder) {
 // IP restriction, including the legacy "user:pass" Auth, and the modules of bindStages) and
 // refuses, by name, every option it does not enforce yet: a bind is never accepted with an
 // option silently dropped. On tcp and tls binds a module of bindConnStages becomes the
-// connection policy (policy) instead of an HTTP stage.
+// connection policy (policy) instead of an HTTP stage. Mutual TLS and TLS termination are not
+// stages but the endpoint's TLS, built by tlsSettings.
 func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *enforce.ConnPolicy, *bindError) {
-	fields := map[string]json.RawMessage{}
-	if present(raw) {
-		var byName map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &byName); err != nil {
-			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
-		}
-		for k, v := range byName {
-			fields[strings.ToLower(k)] = v
-		}
+	fields, berr := optionFields(raw)
+	if berr != nil {
+		return nil, nil, berr
 	}
 	httpProto := proto == "http" || proto == "https"
 	c := &enforce.Chain{}
 	var policy *enforce.ConnPolicy
 	for _, mo := range moduleOptions {
 		v, ok := fields[mo.option]
-		if !ok || !present(v) {
+		if !ok || !present(v) || tlsModules[mo.module] {
 			continue
 		}
 		if buildConn, ok := bindConnStages[mo.module]; ok && !httpProto {

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // Tunnel is one online bind or labeled tunnel of an agent session. Its fields are fixed once it
@@ -42,7 +44,10 @@ type Tunnel struct {
 	policy *enforce.ConnPolicy
 	// passthrough is set for TLS binds without TLS termination: the client's TLS is carried.
 	passthrough bool
-	started     time.Time
+	// tls is what the bind asks of its public clients' TLS (mutual TLS, TLS termination and its
+	// certificate); nil when nothing beyond the listener's defaults.
+	tls     *endpointTLS
+	started time.Time
 	// listener is the TCP listener a random-port tcp bind opened while choosing its port; the
 	// registry takes it over when the tunnel is added (Registry.tcp).
 	listener io.Closer
@@ -73,6 +78,24 @@ func (t *Tunnel) AccountID() string { return t.sess.cred.AccountID }
 
 // Passthrough reports whether a TLS bind carries the client's TLS untouched.
 func (t *Tunnel) Passthrough() bool { return t.passthrough }
+
+// TLSPolicy is what the endpoint asks of its public clients' TLS where the public listener
+// terminates it (https binds, and tls binds with TLS termination): client certificates chaining
+// to the agent's CAs (mutual TLS), and the certificate to present, nil for the host's.
+func (t *Tunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
+	if t.tls == nil {
+		return plan.TLSPolicy{}, nil
+	}
+	return t.tls.policy, t.tls.cert
+}
+
+// tlsDigest identifies the bind's TLS settings (zero when it has none).
+func (t *Tunnel) tlsDigest() [32]byte {
+	if t.tls == nil {
+		return [32]byte{}
+	}
+	return t.tls.digest
+}
 
 // ErrSessionGone is returned by Dial when the agent's session has ended.
 var ErrSessionGone = errors.New("tunnel: the agent's session has ended")
@@ -189,8 +212,9 @@ func (r *Registry) Labeled(account string, want map[string]string) []*Tunnel {
 }
 
 // add registers t; for an endpoint already online it refuses unless both the online binds and t
-// ask for pooling. conflict is "" on success, "online" or "pool-mix" otherwise; first says t is
-// the endpoint's first bind (whose tcp listener is to be opened).
+// ask for pooling, with the same TLS settings. conflict is "" on success, "online", "pool-mix"
+// or "pool-tls" otherwise; first says t is the endpoint's first bind (whose tcp listener is to
+// be opened).
 func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,6 +232,8 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	if g := old.endpoints[key]; g != nil {
 		first := g.tunnels[0]
 		switch {
+		case first.pooled && t.pooled && first.tlsDigest() != t.tlsDigest():
+			return "pool-tls", false
 		case first.pooled && t.pooled:
 		case first.pooled != t.pooled:
 			return "pool-mix", false

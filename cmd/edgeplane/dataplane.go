@@ -321,7 +321,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	// uploaded certificates; the registry the online endpoints.
 	certs.Allowed = func(host string) bool {
 		pl := d.planner.Plan()
-		return d.gw.Registry.Online("https", host) || pl.Serves(host) || pl.Reserved(host)
+		return d.gw.Registry.Online("https", host) || d.gw.Registry.Online("tls", host) || pl.Serves(host) || pl.Reserved(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
 	if err := d.startCertManager(f.acme, st, log); err != nil {
