@@ -422,6 +422,13 @@ func (m *EndpointWebhookValidationMutate) Validate() error {
 	return nil
 }
 
+// Secrets declares the webhook secret. It is sealed at rest like every document secret, and
+// returned as given: the compatible API returns it, and clients compare what they read with what
+// they sent (the spec: "same as request").
+func (w *EndpointWebhookValidation) Secrets() []Secret {
+	return stringSecret("secret", &w.Secret, false)
+}
+
 // Build stores the provider as given.
 func (m *EndpointWebhookValidationMutate) Build(*Op) (any, error) {
 	w := &EndpointWebhookValidation{Enabled: enabled(m.Enabled), Provider: *m.Provider}

@@ -139,6 +139,9 @@ func SetModule(op *Op, m *Module, doc Document, req ModuleRequest) (any, error) 
 	if err != nil {
 		return nil, err // the body is the module: its fields are named as they are
 	}
+	if err := keepSecrets(m, doc, v); err != nil {
+		return nil, err
+	}
 	m.Set(doc, v)
 	return v, checkModules(doc)
 }
@@ -150,6 +153,15 @@ func ClearModule(m *Module, doc Document) error {
 	}
 	m.Set(doc, nil)
 	return checkModules(doc)
+}
+
+// keepSecrets lets a newly built module keep the hidden secrets of the one it replaces on doc
+// (see SecretKeeper).
+func keepSecrets(m *Module, doc Document, built any) error {
+	if k, ok := built.(SecretKeeper); ok {
+		return k.KeepSecrets(m.Get(doc))
+	}
+	return nil
 }
 
 func checkModules(doc Document) error {
@@ -173,6 +185,9 @@ func applyModules(op *Op, parent *Resource, doc Document, body any) error {
 			panic("edgeplane: no module " + f.name + " on " + parent.Kind + " in the module table")
 		}
 		built, err := v.Interface().(ModuleRequest).Build(op)
+		if err == nil {
+			err = keepSecrets(m, doc, built)
+		}
 		if err != nil {
 			return prefixField(err, f.name)
 		}

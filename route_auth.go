@@ -222,7 +222,9 @@ type EndpointOAuthMutate struct {
 
 // Validate requires exactly one provider member and checks it: its own application needs both
 // client_id and client_secret, and only its own application may ask for scopes (the managed one
-// has fixed scopes).
+// has fixed scopes). A client_id without client_secret passes here: the API never returns the
+// secret, so a client re-sending the module it read has none, and KeepSecrets keeps the stored
+// one or refuses the write inside the update, where the stored module is known.
 func (m *EndpointOAuthMutate) Validate() error {
 	if err := m.authSessionMutate.validate(); err != nil {
 		return err
@@ -258,9 +260,6 @@ func (m *EndpointOAuthMutate) Validate() error {
 
 func (a *EndpointOAuthProviderApp) validate(prefix string) error {
 	hasID, hasSecret := deref(a.ClientID) != "", deref(a.ClientSecret) != ""
-	if hasID && !hasSecret {
-		return Invalid(CodeInvalid, prefix+".client_secret", "is required with client_id: your own OAuth application needs both")
-	}
 	if hasSecret && !hasID {
 		return Invalid(CodeInvalid, prefix+".client_id", "is required with client_secret: your own OAuth application needs both")
 	}
@@ -332,15 +331,59 @@ func (m *EndpointOAuthMutate) Build(*Op) (any, error) {
 		AuthCheckInterval: derefU32(m.AuthCheckInterval)}, nil
 }
 
+// chosen returns the configured provider member and its name, or a nil app when none is.
+func (p *EndpointOAuthProvider) chosen() (string, *EndpointOAuthProviderApp) {
+	if p == nil {
+		return "", nil
+	}
+	for _, mb := range p.members() {
+		if mb.app != nil {
+			return mb.name, mb.app
+		}
+	}
+	return "", nil
+}
+
+// Secrets declares the client secret of the route's own OAuth application: sealed at rest and
+// never returned (issue 20); the managed application has none.
+func (o *EndpointOAuth) Secrets() []Secret {
+	name, app := o.Provider.chosen()
+	if app == nil {
+		return nil
+	}
+	return optionalSecret("provider."+name+".client_secret", &app.ClientSecret, true)
+}
+
+// KeepSecrets keeps the stored client_secret when the module names the same provider and
+// client_id without one (what a client that read the module sends back), and otherwise refuses a
+// client_id without client_secret.
+func (o *EndpointOAuth) KeepSecrets(previous any) error {
+	name, app := o.Provider.chosen()
+	if app == nil || deref(app.ClientID) == "" || deref(app.ClientSecret) != "" {
+		return nil
+	}
+	if old, ok := previous.(*EndpointOAuth); ok {
+		if oldName, oldApp := old.Provider.chosen(); oldName == name && oldApp != nil &&
+			deref(oldApp.ClientID) == *app.ClientID && deref(oldApp.ClientSecret) != "" {
+			v := *oldApp.ClientSecret
+			app.ClientSecret = &v
+			return nil
+		}
+	}
+	return Invalid(CodeInvalid, "provider."+name+".client_secret", "is required with client_id: your own OAuth application needs both "+
+		"(leave it out only to keep the stored one, for the same provider and client_id)")
+}
+
 // --- oidc --------------------------------------------------------------------------------------
 
 // EndpointOIDC logs visitors in through an OpenID Connect provider (schema "EndpointOIDC").
 type EndpointOIDC struct {
 	Enabled bool `json:"enabled"`
 	authSession
-	Issuer       string   `json:"issuer"`
-	ClientID     string   `json:"client_id"`
-	ClientSecret string   `json:"client_secret"`
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"client_id"`
+	// ClientSecret is sealed at rest and never returned: responses show null.
+	ClientSecret *string  `json:"client_secret"`
 	Scopes       []string `json:"scopes"`
 }
 
@@ -355,8 +398,10 @@ type EndpointOIDCMutate struct {
 }
 
 // Validate requires the issuer, an absolute http(s) URL without query or fragment (discovery
-// appends /.well-known/openid-configuration to it), and the client's id and secret: unlike
-// OAuth there is no managed application to fall back on.
+// appends /.well-known/openid-configuration to it), and the client's id: unlike OAuth there is
+// no managed application to fall back on. The client's secret is required too, but by
+// KeepSecrets, inside the update: a write that leaves it out keeps the stored one for the same
+// issuer and client_id, since the API never returns it.
 func (m *EndpointOIDCMutate) Validate() error {
 	if err := m.authSessionMutate.validate(); err != nil {
 		return err
@@ -374,14 +419,34 @@ func (m *EndpointOIDCMutate) Validate() error {
 	if deref(m.ClientID) == "" {
 		return Invalid(CodeInvalid, "client_id", "is required")
 	}
-	if deref(m.ClientSecret) == "" {
-		return Invalid(CodeInvalid, "client_secret", "is required")
-	}
 	return validScopes("scopes", m.Scopes)
 }
 
 // Build fills the defaults.
 func (m *EndpointOIDCMutate) Build(*Op) (any, error) {
-	return &EndpointOIDC{Enabled: enabled(m.Enabled), authSession: m.authSessionMutate.build(),
-		Issuer: *m.Issuer, ClientID: *m.ClientID, ClientSecret: *m.ClientSecret, Scopes: emptyIfNil(m.Scopes)}, nil
+	out := &EndpointOIDC{Enabled: enabled(m.Enabled), authSession: m.authSessionMutate.build(),
+		Issuer: *m.Issuer, ClientID: *m.ClientID, Scopes: emptyIfNil(m.Scopes)}
+	if v := deref(m.ClientSecret); v != "" {
+		out.ClientSecret = &v
+	}
+	return out, nil
+}
+
+// Secrets declares the client secret: sealed at rest and never returned (issue 20).
+func (o *EndpointOIDC) Secrets() []Secret {
+	return optionalSecret("client_secret", &o.ClientSecret, true)
+}
+
+// KeepSecrets keeps the stored client_secret when the module names the same issuer and
+// client_id without one, and otherwise refuses a module without client_secret.
+func (o *EndpointOIDC) KeepSecrets(previous any) error {
+	if deref(o.ClientSecret) != "" {
+		return nil
+	}
+	if old, ok := previous.(*EndpointOIDC); ok && old.Issuer == o.Issuer && old.ClientID == o.ClientID && deref(old.ClientSecret) != "" {
+		v := *old.ClientSecret
+		o.ClientSecret = &v
+		return nil
+	}
+	return Invalid(CodeInvalid, "client_secret", "is required (leave it out only to keep the stored one, for the same issuer and client_id)")
 }

@@ -8,8 +8,9 @@ import (
 // The route modules that decide who reaches a route: oauth, oidc, saml, user_agent_filter and
 // jwt_validation, checked as a module PUT sends them. Every refusal is 400 ERR_NGROK_215.
 
-// TestValidateOAuth: exactly one provider member; its own application needs client_id and
-// client_secret together, and only its own application may ask for scopes, each one token;
+// TestValidateOAuth: exactly one provider member; client_secret needs client_id (a client_id
+// alone passes here: the write keeps the stored secret or refuses, see TestKeepSecrets), and only
+// its own application may ask for scopes, each one token;
 // allowed emails are bare addresses and domains hostnames; GitHub teams are "<org>/<team>"; the
 // cookie prefix can start a cookie name.
 func TestValidateOAuth(t *testing.T) {
@@ -28,9 +29,9 @@ func TestValidateOAuth(t *testing.T) {
 		failMsg("two providers", o(`{"provider": {"github": {}, "google": {}}}`), "provider", CodeInvalid, "names github and google"),
 		pass("own application", g(`{"client_id": "id", "client_secret": "s"}`)),
 		pass("empty client strings are the managed application", g(`{"client_id": "", "client_secret": ""}`)),
-		failMsg("client_id alone", g(`{"client_id": "id"}`), "provider.google.client_secret", CodeInvalid, "needs both"),
+		pass("client_id alone (the write keeps the stored secret or refuses)", g(`{"client_id": "id"}`)),
 		fail("client_secret alone", g(`{"client_secret": "s"}`), "provider.google.client_id", CodeInvalid),
-		fail("client_id with empty secret", g(`{"client_id": "id", "client_secret": ""}`), "provider.google.client_secret", CodeInvalid),
+		pass("client_id with empty secret (as client_id alone)", g(`{"client_id": "id", "client_secret": ""}`)),
 		pass("scopes with own application", g(`{"client_id": "id", "client_secret": "s", "scopes": ["openid", "https://www.googleapis.com/auth/userinfo.email"]}`)),
 		failMsg("scopes with the managed application", g(`{"scopes": ["openid"]}`), "provider.google.scopes", CodeInvalid, "fixed scopes"),
 		pass("empty scopes with the managed application", g(`{"scopes": []}`)),
@@ -56,7 +57,7 @@ func TestValidateOAuth(t *testing.T) {
 		fail("team with a space", gh(`{"teams": ["my org/team"]}`), "provider.github.teams[0]", CodeInvalid),
 		failMsg("organization with a slash", gh(`{"organizations": ["my-org/x"]}`), "provider.github.organizations[0]", CodeInvalid, "organization slug"),
 		fail("empty organization", gh(`{"organizations": [""]}`), "provider.github.organizations[0]", CodeInvalid),
-		fail("app checked before teams", gh(`{"client_id": "id", "teams": ["x"]}`), "provider.github.client_secret", CodeInvalid),
+		fail("app checked before teams", gh(`{"client_secret": "s", "teams": ["x"]}`), "provider.github.client_id", CodeInvalid),
 		pass("cookie prefix with token characters", o(`{"cookie_prefix": "__Host-app_1!", "provider": {"gitlab": {}}}`)),
 		pass("empty cookie prefix is the default", o(`{"cookie_prefix": "", "provider": {"gitlab": {}}}`)),
 		failMsg("cookie prefix with a space", o(`{"cookie_prefix": "my app", "provider": {"gitlab": {}}}`), "cookie_prefix", CodeInvalid, "cannot start a cookie name"),
@@ -66,13 +67,14 @@ func TestValidateOAuth(t *testing.T) {
 	}
 	for _, p := range OAuthProviders {
 		cases = append(cases, pass("managed "+p, o(`{"provider": {"`+p+`": {}}}`)),
-			fail("half an application for "+p, o(`{"provider": {"`+p+`": {"client_id": "x"}}}`), "provider."+p+".client_secret", CodeInvalid))
+			fail("half an application for "+p, o(`{"provider": {"`+p+`": {"client_secret": "x"}}}`), "provider."+p+".client_id", CodeInvalid))
 	}
 	runCases(t, cases)
 }
 
 // TestValidateOIDC: the issuer is required, an absolute http(s) URL without credentials, query
-// or fragment; client_id and client_secret are required; scopes are single tokens.
+// or fragment; client_id is required (client_secret too, but by the write, which may keep the
+// stored one: TestKeepSecrets); scopes are single tokens.
 func TestValidateOIDC(t *testing.T) {
 	o := func(issuer, rest string) *EndpointOIDCMutate {
 		return fromJSON[EndpointOIDCMutate](`{"issuer": "` + issuer + `", "client_id": "c", "client_secret": "s"` + rest + `}`)
@@ -93,7 +95,7 @@ func TestValidateOIDC(t *testing.T) {
 		fail("issuer with an empty fragment", o("https://id.example.com/#", ""), "issuer", CodeInvalid),
 		failMsg("no client_id", fromJSON[EndpointOIDCMutate](`{"issuer": "https://id.example.com", "client_secret": "s"}`), "client_id", CodeInvalid, "is required"),
 		fail("empty client_id", fromJSON[EndpointOIDCMutate](`{"issuer": "https://id.example.com", "client_id": "", "client_secret": "s"}`), "client_id", CodeInvalid),
-		fail("no client_secret", fromJSON[EndpointOIDCMutate](`{"issuer": "https://id.example.com", "client_id": "c"}`), "client_secret", CodeInvalid),
+		pass("no client_secret (the write keeps the stored one or refuses)", fromJSON[EndpointOIDCMutate](`{"issuer": "https://id.example.com", "client_id": "c"}`)),
 		failMsg("two scopes in one", o("https://id.example.com", `, "scopes": ["openid", "email profile"]`), "scopes[1]", CodeInvalid, "its own list entry"),
 		fail("empty scope", o("https://id.example.com", `, "scopes": [""]`), "scopes[0]", CodeInvalid),
 		fail("bad cookie prefix", o("https://id.example.com", `, "cookie_prefix": "a,b"`), "cookie_prefix", CodeInvalid),

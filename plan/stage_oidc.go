@@ -20,7 +20,11 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return enforce.NewOIDC(enforce.OIDCConfig{Issuer: m.Issuer, ClientID: m.ClientID, ClientSecret: m.ClientSecret,
+		var secret string // the snapshot holds it opened (store.Snapshot)
+		if m.ClientSecret != nil {
+			secret = *m.ClientSecret
+		}
+		return enforce.NewOIDC(enforce.OIDCConfig{Issuer: m.Issuer, ClientID: m.ClientID, ClientSecret: secret,
 			Scopes: m.Scopes, Session: sess, Client: s.Env.Outbound})
 	})
 }

@@ -22,7 +22,8 @@ func signInRoute(env *Env, set func(r *ep.HTTPSEdgeRoute)) *Route {
 func TestOIDCStage(t *testing.T) {
 	module := func(issuer string) func(r *ep.HTTPSEdgeRoute) {
 		return func(r *ep.HTTPSEdgeRoute) {
-			r.OIDC = &ep.EndpointOIDC{Enabled: true, Issuer: issuer, ClientID: "c", ClientSecret: "s"}
+			secret := "s"
+			r.OIDC = &ep.EndpointOIDC{Enabled: true, Issuer: issuer, ClientID: "c", ClientSecret: &secret}
 			r.OIDC.CookiePrefix = "ngrok."
 		}
 	}

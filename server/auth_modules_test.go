@@ -176,7 +176,8 @@ func emptyMember(github bool) map[string]any {
 
 // TestOAuthModule: every provider with its defaults (managed application: null client_id and
 // client_secret, [] lists, other members null, cookie prefix "ngrok.", numbers 0), a full GitHub
-// configuration returned as given with its secret, and the module in route bodies.
+// configuration returned as given but for its secret (never returned: null; see
+// client_secrets_test.go), and the module in route bodies.
 func TestOAuthModule(t *testing.T) {
 	e := newEnv(t)
 	r := newAuthRoute(t, e)
@@ -187,7 +188,7 @@ func TestOAuthModule(t *testing.T) {
 
 	full := authModuleFixtures["https_edge_route/oauth"]
 	wantFull := oauthWant("github", map[string]any{
-		"client_id": "gh-client", "client_secret": "gh-secret", "scopes": []any{"read:org", "user:email"},
+		"client_id": "gh-client", "client_secret": nil, "scopes": []any{"read:org", "user:email"},
 		"email_addresses": []any{}, "email_domains": []any{"example.com"}, "teams": []any{"acme/ops"}, "organizations": []any{"acme"},
 	}, map[string]any{"cookie_prefix": "acme.", "inactivity_timeout": 3600, "maximum_duration": 86400, "auth_check_interval": 300,
 		"options_passthrough": true})
@@ -460,20 +461,20 @@ func TestSAMLModuleRules(t *testing.T) {
 
 // --- oidc --------------------------------------------------------------------------------------
 
-// TestOIDCModule: defaults (cookie prefix "ngrok.", numbers 0, scopes []), values as given, and
-// the module in route bodies.
+// TestOIDCModule: defaults (cookie prefix "ngrok.", numbers 0, scopes []), values as given but
+// the client secret (never returned: null), and the module in route bodies.
 func TestOIDCModule(t *testing.T) {
 	e := newEnv(t)
 	r := newAuthRoute(t, e)
 	minimal := map[string]any{"issuer": "https://id.example.com/realms/main", "client_id": "edge", "client_secret": "s3cret"}
 	wantMin := map[string]any{"enabled": true, "options_passthrough": false, "cookie_prefix": "ngrok.", "inactivity_timeout": 0,
-		"maximum_duration": 0, "issuer": "https://id.example.com/realms/main", "client_id": "edge", "client_secret": "s3cret", "scopes": []any{}}
+		"maximum_duration": 0, "issuer": "https://id.example.com/realms/main", "client_id": "edge", "client_secret": nil, "scopes": []any{}}
 	moduleRoundTrip(t, e, r, "oidc", minimal, wantMin)
 
 	full := merge(authModuleFixtures["https_edge_route/oidc"], map[string]any{"enabled": false, "options_passthrough": true,
 		"cookie_prefix": "oidc.", "inactivity_timeout": 900, "issuer": "http://localhost:8180/realms/dev"})
 	wantFull := map[string]any{"enabled": false, "options_passthrough": true, "cookie_prefix": "oidc.", "inactivity_timeout": 900,
-		"maximum_duration": 7200, "issuer": "http://localhost:8180/realms/dev", "client_id": "oidc-client", "client_secret": "oidc-secret",
+		"maximum_duration": 7200, "issuer": "http://localhost:8180/realms/dev", "client_id": "oidc-client", "client_secret": nil,
 		"scopes": []any{"openid", "email"}}
 	moduleRoundTrip(t, e, r, "oidc", full, wantFull)
 	inBodies(t, e, "oidc", minimal, exactly(t, wantMin))

@@ -24,10 +24,12 @@ import (
 // a backup whose secrets the target's keys cannot decrypt.
 
 // BackupFormat names the document; BackupVersion changes when its shape does. Version 2 added
-// the system_secrets table and the secret_protection summary; Import reads versions 1 and 2.
+// the system_secrets table and the secret_protection summary; version 3 holds the secrets inside
+// documents sealed (schema 9) and says so in secret_protection (summary, document_secrets).
+// Import reads versions 1 to 3, and seals the document secrets of a backup from before schema 9.
 const (
 	BackupFormat  = "edgeplane-backup"
-	BackupVersion = 2
+	BackupVersion = 3
 )
 
 // backupTable is a table of the backup: its columns, and which hold integers or JSON.
@@ -230,6 +232,11 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 		}
 		if err := s.reapplyDataMigrations(ctx, tx, backupSchema); err != nil {
 			return err
+		}
+		if backupSchema < docSecretsSchema {
+			if _, err := s.rewriteFields(ctx, tx, true); err != nil {
+				return err
+			}
 		}
 		return s.checkImportedSecrets(ctx, tx)
 	})

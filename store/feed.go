@@ -117,7 +117,9 @@ const notifyChannel = "edgeplane_changes"
 // Snapshot reads what the data plane needs of one account: its edges with their routes, its
 // backends, IP policy rules, certificate authorities and reserved domains, the TLS
 // certificates attached to those domains with their private keys (decrypted: the public
-// listener serves them), and the SAML request signing keys of its routes.
+// listener serves them), and the SAML request signing keys of its routes. The secrets inside
+// documents (webhook secrets, OAuth and OIDC client secrets) are opened in place: the data plane
+// verifies and signs in with them.
 func (s *Store) Snapshot(ctx context.Context, account string) (*SnapshotDocs, error) {
 	kinds := []*ep.Resource{ep.HTTPSEdges, ep.HTTPSEdgeRoutes, ep.TLSEdges, ep.TCPEdges, ep.IPPolicyRules,
 		ep.CertificateAuthorities, ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends,
@@ -127,6 +129,11 @@ func (s *Store) Snapshot(ctx context.Context, account string) (*SnapshotDocs, er
 		docs, err := s.accountObjects(ctx, account, res)
 		if err != nil {
 			return nil, err
+		}
+		for _, d := range docs {
+			if err := s.openFields(res, d); err != nil {
+				return nil, err
+			}
 		}
 		out.ByKind[res] = docs
 	}

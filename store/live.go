@@ -9,9 +9,14 @@ import (
 
 // complete fills in what a document shows beyond its own row: the children it embeds (an HTTPS
 // edge's routes), and its links to what is online (a tunnel-group backend's matching tunnels, a
-// tunnel's backends). Every read and write path that returns documents ends here.
+// tunnel's backends), and readies the secrets inside documents for an API response (present:
+// the shown ones opened, the hidden ones null). Every read and write path that returns documents
+// ends here.
 func (s *Store) complete(ctx context.Context, account string, res *ep.Resource, docs ...ep.Document) error {
 	if err := s.embed(ctx, res, docs...); err != nil {
+		return err
+	}
+	if err := s.present(res, docs...); err != nil { // secrets inside documents (docsecrets.go)
 		return err
 	}
 	if len(docs) == 0 || (res != ep.TunnelGroupBackends && res != ep.Tunnels) {

@@ -230,6 +230,9 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		if ch, ok := d.(ep.Child); ok {
 			parent = ch.ParentID()
 		}
+		if err := s.sealFields(res, d); err != nil {
+			return err
+		}
 		body, err := storedJSON(d)
 		if err != nil {
 			return err
@@ -292,7 +295,15 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID, Settings: s.Settings()}
 		refsBefore, claimsBefore := refsOf(d), claimsOf(d)
+		// fn sees the document's secrets opened (a module PUT may keep a stored client secret)
+		// and they are sealed again, whatever it set, before the write (docsecrets.go).
+		if err := s.openFields(res, d); err != nil {
+			return err
+		}
 		if err := fn(op, d); err != nil {
+			return err
+		}
+		if err := s.sealFields(res, d); err != nil {
 			return err
 		}
 		body, err := storedJSON(d)

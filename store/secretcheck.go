@@ -8,11 +8,14 @@ import (
 	"strings"
 )
 
-// Every encrypted secret lives in one of two tables: "secrets" (one row per object: the private
-// keys of TLS certificates and SSH certificate authorities, sealed with the object's id as
-// additional data) and "system_secrets" (deployment-wide secrets such as edgeplane's CA key,
-// sealed with "system:"+name). What must hold for all of them — serve's check that it can
-// decrypt them, rotation, and the check of an import — reads them through allSecrets.
+// Every encrypted secret lives in one of two tables, or inside a document: "secrets" (one row per
+// object: the private keys of TLS certificates, SSH certificate authorities and routes' SAML
+// request signing certificates, sealed with the object's id as additional data),
+// "system_secrets" (deployment-wide secrets such as edgeplane's CA key, sealed with
+// "system:"+name), and the fields of documents that their types declare secret (webhook secrets,
+// OAuth and OIDC client secrets, sealed with "<id>#<field>": docsecrets.go). What must hold for
+// all of them — serve's check that it can decrypt them, rotation, and the check of an import —
+// reads them through allSecrets.
 
 // ErrSecretsUndecryptable is wrapped by the errors that refuse a start, an open or an import
 // because stored secrets (or a backup's) cannot be decrypted with the keys at hand; the message
@@ -28,10 +31,22 @@ type storedSecret struct {
 	table, key string
 	// ad is the additional data it was sealed with; sealed is the stored ciphertext.
 	ad, sealed string
+	// kind and field say where a secret kept in a document is (table "objects").
+	kind, field string
 }
 
-// allSecrets reads every stored secret, objects' first, each table in key order.
-func allSecrets(ctx context.Context, q querier) ([]storedSecret, error) {
+// allSecrets reads every stored secret: those of the two tables, then those inside documents.
+func allSecrets(ctx context.Context, q querier, dl dialect) ([]storedSecret, error) {
+	out, err := tableSecrets(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	fields, err := fieldSecrets(ctx, q, dl)
+	return append(out, fields...), err
+}
+
+// tableSecrets reads the secrets of the two secret tables, objects' first, each in key order.
+func tableSecrets(ctx context.Context, q querier) ([]storedSecret, error) {
 	var out []storedSecret
 	for _, t := range []struct{ table, query string }{
 		{"secrets", `SELECT object_id, data FROM secrets ORDER BY object_id`},
@@ -125,7 +140,7 @@ func countList(m map[string]int) string {
 // store's keys. serve runs it before serving: a server that started anyway would answer 500 at
 // the first use of each such secret.
 func (s *Store) CheckSecrets(ctx context.Context) error {
-	all, err := allSecrets(ctx, s.r)
+	all, err := allSecrets(ctx, s.r, s.d)
 	if err != nil {
 		return s.classify(err)
 	}
@@ -141,7 +156,7 @@ func (s *Store) CheckSecrets(ctx context.Context) error {
 // refusal restores nothing): a backup holds its secrets encrypted under the source's keys, which
 // it does not contain, and a target with other keys could not use them.
 func (s *Store) checkImportedSecrets(ctx context.Context, tx *wtx) error {
-	all, err := allSecrets(ctx, tx)
+	all, err := allSecrets(ctx, tx, s.d)
 	if err != nil {
 		return s.classify(err)
 	}
@@ -154,20 +169,33 @@ func (s *Store) checkImportedSecrets(ctx context.Context, tx *wtx) error {
 	return nil
 }
 
-// secretCount counts the stored secrets and lists the ids of the keys they were encrypted with.
-func secretCount(ctx context.Context, q querier) (int, []string, error) {
-	all, err := allSecrets(ctx, q)
+// secretCount counts the encrypted secrets and lists the ids of the keys they were encrypted
+// with. Document secrets an older edgeplane stored in plaintext are not counted: the first start
+// seals them under whatever key it has (runPendingTasks).
+func secretCount(ctx context.Context, q querier, dl dialect) (int, []string, error) {
+	all, err := allSecrets(ctx, q, dl)
 	if err != nil {
 		return 0, nil, err
 	}
+	return sealedCount(all)
+}
+
+// sealedCount is secretCount of secrets already read.
+func sealedCount(all []storedSecret) (int, []string, error) {
 	seen := map[string]bool{}
 	var ids []string
+	n := 0
 	for _, sec := range all {
-		if id := sealKeyID(sec.sealed); id != "" && !seen[id] {
+		id := sealKeyID(sec.sealed)
+		if id == "" && sec.table == "objects" {
+			continue
+		}
+		n++
+		if id != "" && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
 	}
 	sort.Strings(ids)
-	return len(all), ids, nil
+	return n, ids, nil
 }

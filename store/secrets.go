@@ -194,7 +194,7 @@ func keyFileSealer(path string, data []byte, err error) (*sealer, error) {
 // fail, and the missing file is reported instead with what to do.
 func (s *Store) newKeyFile(ctx context.Context, dsn string) (*sealer, error) {
 	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
-	n, ids, err := secretCount(ctx, s.r)
+	n, ids, err := secretCount(ctx, s.r, s.d)
 	if err != nil {
 		return nil, s.classify(err)
 	}
@@ -290,14 +290,15 @@ func (v *txView) Secret(id string) (string, error) {
 	return v.s.seal.open(id, data)
 }
 
-// RotateSecrets re-encrypts every secret, of objects and of the deployment (edgeplane's CA),
-// with the first key, so older keys can be retired. Run it with EDGEPLANE_SECRET_KEY=NEW,OLD; it
-// returns how many secrets it rewrote. Nothing is rewritten when any secret fails to decrypt.
+// RotateSecrets re-encrypts every secret, of objects (in the secrets table and inside documents)
+// and of the deployment (edgeplane's CA), with the first key, so older keys can be retired. Run
+// it with EDGEPLANE_SECRET_KEY=NEW,OLD; it returns how many secrets it rewrote. Nothing is
+// rewritten when any secret fails to decrypt.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	n := 0
 	err := s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
 		n = 0 // the committer may run a function again (writer.go)
-		all, err := allSecrets(ctx, tx)
+		all, err := tableSecrets(ctx, tx)
 		if err != nil {
 			return s.classify(err)
 		}
@@ -319,9 +320,14 @@ func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 			}
 			n++
 		}
-		return nil
+		k, err := s.rewriteFields(ctx, tx, false)
+		n += k
+		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // SetSettings makes the deployment settings (service domains, CNAME zone) available to the rules
