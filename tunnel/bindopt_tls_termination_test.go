@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/pki"
 )
 
 // testCA is a certificate authority made for one test; nothing of it is kept on disk.
@@ -24,7 +26,7 @@ type testCA struct {
 	pem  []byte
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newTestCA(t testing.TB, name string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -43,7 +45,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 
 // issue signs a leaf for name with pub (a new ECDSA key when nil) and returns its PEM and the
 // PEM of its key (nil when pub was given).
-func (ca *testCA) issue(t *testing.T, name string, pub any) (certPEM, keyPEM []byte) {
+func (ca *testCA) issue(t testing.TB, name string, pub any) (certPEM, keyPEM []byte) {
 	t.Helper()
 	if pub == nil {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -200,4 +202,27 @@ func TestTLSSettingsOnBinds(t *testing.T) {
 	if _, _, be := o.chain("tls", opts("TLSTermination", term, "MutualTLSAtEdge", json.RawMessage(mtls))); be != nil {
 		t.Fatalf("chain refused the TLS options: %+v", be)
 	}
+}
+
+// FuzzTLSSettings: no bind options, however malformed, make the TLS options panic or be
+// accepted with a key that is not the certificate's.
+func FuzzTLSSettings(f *testing.F) {
+	ca := newTestCA(f, "fuzz CA")
+	leaf, key := ca.issue(f, "f.example.com", nil)
+	mtls, _ := json.Marshal(map[string]any{"mutual_tls_ca": ca.pem})
+	both, _ := json.Marshal(map[string]any{"TLSTermination": termOption(leaf, key, nil), "MutualTLSAtEdge": json.RawMessage(mtls)})
+	f.Add("tls", both)
+	f.Add("https", []byte(`{"MutualTLSCA":`+string(mtls)+`}`))
+	f.Add("tls", []byte(`{"TLSTermination":{"cert":"","key":null,"sealed_key":"AA=="}}`))
+	f.Add("tls", []byte(`{"tlstermination":{}}`))
+	f.Fuzz(func(t *testing.T, proto string, raw []byte) {
+		s, be := tlsSettings(proto, raw)
+		if be != nil || s == nil || s.cert == nil {
+			return
+		}
+		signer, ok := s.cert.PrivateKey.(crypto.Signer)
+		if !ok || !pki.SamePublicKey(s.cert.Leaf.PublicKey, signer.Public()) {
+			t.Fatalf("accepted a key that is not the certificate's")
+		}
+	})
 }

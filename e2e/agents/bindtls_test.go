@@ -89,7 +89,8 @@ func httpsRequest(conn net.Conn, host string) (*http.Response, error) {
 // handshake (TLS 1.3 alerts "certificate required" and "unknown certificate authority", as an
 // HTTPS edge with mutual_tls does) and nothing reaches the agent. Another name on the same
 // listener asks for no certificate. A keep-alive connection opened before the bind, which was
-// never asked for a certificate, gets 421 ERR_NGROK_3200 for its next request.
+// never asked for a certificate, gets 421 ERR_NGROK_3200 for its next request. A pooled bind
+// with other CAs, or none, is refused with ERR_NGROK_334.
 func TestBindTLSMutualTLS(t *testing.T) {
 	w := start(t, "--public-idle-timeout", "10m")
 	w.reserveDomain("late.example.com")
@@ -208,6 +209,30 @@ func TestBindTLSMutualTLS(t *testing.T) {
 	c.Close()
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("a new connection with the certificate: %v %v", resp, err)
+	}
+
+	// The handshake comes before the choice of a pooled bind, so pooled binds must agree on it.
+	pooled := func(cas ...*x509.Certificate) error {
+		opts := []config.HTTPEndpointOption{config.WithDomain("pool.edgeplane.app"), config.WithPoolingEnabled(true)}
+		if cas != nil {
+			opts = append(opts, config.WithMutualTLSCA(cas...))
+		}
+		tun, err := sess.Listen(ctx, config.HTTPEndpoint(opts...))
+		if err == nil {
+			t.Cleanup(func() { tun.Close() })
+		}
+		return err
+	}
+	if err := pooled(ca.cert); err != nil {
+		t.Fatalf("the first pooled bind: %v", err)
+	}
+	if err := pooled(ca.cert); err != nil {
+		t.Errorf("a pooled bind with the same CA: %v", err)
+	}
+	for what, cas := range map[string][]*x509.Certificate{"another CA": {stranger.cert}, "no mutual TLS": nil} {
+		if err := pooled(cas...); ngrokCode(err) != "ERR_NGROK_334" || !strings.Contains(err.Error(), "other TLS settings") {
+			t.Errorf("a pooled bind with %s: %v, want ERR_NGROK_334 naming the TLS settings", what, err)
+		}
 	}
 }
 
