@@ -111,13 +111,10 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge) {
 	}
 	var pub net.Conn = c
 	if e.Terminate {
-		cfg := e.TLS.Config(s.tlsBase)
+		cfg := connTLS(s.tlsBase, e.TLS, nil)
 		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
-		tc := tls.Server(c, cfg)
-		hctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
-		err := tc.HandshakeContext(hctx)
-		cancel()
-		if err != nil {
+		tc, ok := terminate(c, cfg)
+		if !ok {
 			return
 		}
 		pub = tc
