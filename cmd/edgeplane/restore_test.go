@@ -39,8 +39,8 @@ func signUserCert(t *testing.T, p *proc, token, ca string) {
 		"public_key": string(ssh.MarshalAuthorizedKey(sshPub))}, 201)
 }
 
-// TestRestoreNeedsTheSourceKey: a backup holds its secrets (objects' private keys, edgeplane's
-// CA key) encrypted under the source's key, and says so; importing it into a new database with
+// TestRestoreNeedsTheSourceKey: a backup holds its secrets (objects' private keys, module secrets
+// inside route documents, edgeplane's CA key) encrypted under the source's key, and says so; importing it into a new database with
 // another key is refused with what to do, leaving no database and no key file behind; with the
 // source's key (in EDGEPLANE_SECRET_KEY, or its key file copied next to the new database) the
 // restore succeeds and the restored keys work. serve refuses to start when it cannot decrypt the
@@ -54,6 +54,10 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 	certPEM, keyPEM := selfSigned(t)
 	mustCall(t, p, "POST", "/tls_certificates", token, map[string]any{"certificate_pem": certPEM, "private_key_pem": keyPEM}, 201)
 	ca := mustCall(t, p, "POST", "/ssh_certificate_authorities", token, map[string]any{"private_key_type": "ed25519"}, 201)["id"].(string)
+	edge := mustCall(t, p, "POST", "/edges/https", token, map[string]any{}, 201)["id"].(string)
+	routePath := "/edges/https/" + edge + "/routes/" + mustCall(t, p, "POST", "/edges/https/"+edge+"/routes", token, map[string]any{
+		"match_type": "path_prefix", "match": "/", "webhook_verification": map[string]any{"provider": "stripe", "secret": "whsec-restored"},
+		"oidc": map[string]any{"issuer": "https://id.example.com", "client_id": "cid", "client_secret": "oidc-restored"}}, 201)["id"].(string)
 	if code := p.signal(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -83,17 +87,20 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 	if head.Version != store.BackupVersion || pr.KeysIncluded || strings.Join(pr.KeyIDs, ",") != keyID(t, string(srcKey)) ||
 		pr.ObjectSecrets["tls_certificate"] != 1 || pr.ObjectSecrets["ssh_certificate_authority"] != 1 || len(pr.ObjectSecrets) != 2 ||
 		strings.Join(pr.SystemSecrets, ",") != "edgeplane-ca" || !strings.Contains(pr.Encryption, "AES-256-GCM") ||
+		pr.DocumentSecrets["https_edge_route"]["webhook_verification.secret"] != 1 || pr.DocumentSecrets["https_edge_route"]["oidc.client_secret"] != 1 ||
+		!strings.Contains(pr.Summary, "5 secrets (") || !strings.Contains(pr.Summary, "sealed with AES-256-GCM under key id "+keyID(t, string(srcKey))) ||
 		!strings.Contains(pr.Restore, store.SecretKeyEnv) || !strings.Contains(pr.Tokens, "SHA-256") {
 		t.Fatalf("secret_protection: %+v (version %d)", pr, head.Version)
 	}
-	if strings.Contains(backup, strings.TrimSpace(string(srcKey))) || strings.Contains(backup, "PRIVATE KEY") {
-		t.Fatal("the backup holds the key or a private key in the clear")
+	if strings.Contains(backup, strings.TrimSpace(string(srcKey))) || strings.Contains(backup, "PRIVATE KEY") ||
+		strings.Contains(backup, "whsec-restored") || strings.Contains(backup, "oidc-restored") {
+		t.Fatal("the backup holds the key, a private key or a module secret in the clear")
 	}
 
 	// Into a new database with its own new key: refused, saying what to do, leaving nothing.
 	dst := filepath.Join(dir, "dst.db")
 	_, stderr, code = runIn(t, dir, nil, backup, "import", "--db", dst)
-	for _, want := range []string{"secrets cannot be decrypted", "3 of 3 secrets", "encrypted with key ids " + keyID(t, string(srcKey)) + " (3)",
+	for _, want := range []string{"secrets cannot be decrypted", "5 of 5 secrets", "encrypted with key ids " + keyID(t, string(srcKey)) + " (5)",
 		"Nothing was restored", store.SecretKeyEnv + "=SOURCE_KEY", "key file"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("import under another key: stderr does not say %q:\n%s", want, stderr)
@@ -114,6 +121,9 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 	}
 	q := startServe(t, "", withSrcKey, "--db", dst, "--listen", "127.0.0.1:0")
 	signUserCert(t, q, token, ca)
+	if wh := mustCall(t, q, "GET", routePath, token, nil, 200)["webhook_verification"].(map[string]any); wh["secret"] != "whsec-restored" {
+		t.Fatalf("the restored route shows %v", wh)
+	}
 	if code := q.signal(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -123,7 +133,7 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 
 	// Without the key, serve refuses to start, and does not make a new key file.
 	_, stderr, code = runBin(t, nil, "serve", "--db", dst, "--listen", "127.0.0.1:0")
-	for _, want := range []string{"3 encrypted secrets", "key file " + dst + ".key does not exist", "a new key would not decrypt them", store.SecretKeyEnv} {
+	for _, want := range []string{"5 encrypted secrets", "key file " + dst + ".key does not exist", "a new key would not decrypt them", store.SecretKeyEnv} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("serve without its key file: stderr does not say %q:\n%s", want, stderr)
 		}
@@ -138,7 +148,7 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 	// Under a wrong key, serve refuses to start.
 	wrong := []string{store.SecretKeyEnv + "=" + store.NewSecretKey()}
 	_, stderr, code = runBin(t, wrong, "serve", "--db", dst, "--listen", "127.0.0.1:0")
-	for _, want := range []string{"secrets cannot be decrypted", "3 of 3 secrets do not decrypt with the keys from " + store.SecretKeyEnv,
+	for _, want := range []string{"secrets cannot be decrypted", "5 of 5 secrets do not decrypt with the keys from " + store.SecretKeyEnv,
 		"Start with the key that encrypted them", "secrets rotate"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("serve under a wrong key: stderr does not say %q:\n%s", want, stderr)
