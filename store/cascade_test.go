@@ -104,46 +104,24 @@ func TestLargeDeleteIsChunked(t *testing.T) {
 		ctx := context.Background()
 		s := open(t, dsn)
 		a, b := admin(t, s, "big"), admin(t, s, "other")
-		const keys, creds = 12*store.CascadeChunk + 7, 40
+		const keys, creds = 8*store.CascadeChunk + 7, 40
 		bot, tokens := botWithKeys(t, s, a, keys, creds)
 		before := s.DeleteStats()
 
-		var (
-			stop      = make(chan struct{})
-			wg        sync.WaitGroup
-			mu        sync.Mutex
-			latencies []time.Duration
-		)
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					t0 := time.Now()
-					if _, err := s.Create(ctx, b, ep.IPPolicies, "", &ep.IPPolicyCreate{}); err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					latencies = append(latencies, time.Since(t0))
-					mu.Unlock()
-				}
-			}()
+		// The other account's creates, timed for as long as the delete takes and, as the
+		// machine's own figure, for as long again without it.
+		took := time.Duration(0)
+		during := otherWrites(t, s, b, func() {
+			t0 := time.Now()
+			if err := s.Delete(ctx, a, ep.BotUsers, "", bot); err != nil {
+				t.Error(err)
+			}
+			took = time.Since(t0)
+		})
+		if t.Failed() {
+			t.FailNow()
 		}
-		time.Sleep(20 * time.Millisecond) // the other account is writing before the delete starts
-		t0 := time.Now()
-		err := s.Delete(ctx, a, ep.BotUsers, "", bot)
-		took := time.Since(t0)
-		close(stop)
-		wg.Wait()
-		if err != nil {
-			t.Fatal(err)
-		}
+		alone := otherWrites(t, s, b, func() { time.Sleep(took) })
 
 		st := s.DeleteStats()
 		txs := st.Transactions - before.Transactions
@@ -159,18 +137,62 @@ func TestLargeDeleteIsChunked(t *testing.T) {
 		}
 		wantBotGone(t, s, a, bot, tokens)
 
-		slices.Sort(latencies)
-		p := func(q float64) time.Duration {
-			if len(latencies) == 0 {
-				return 0
-			}
-			return latencies[min(len(latencies)-1, int(q*float64(len(latencies))))]
-		}
 		t.Logf("deleted a bot user with %d keys and %d credentials in %v: %d transactions of at most %d objects; "+
-			"meanwhile the other account's %d creates took p50 %v, p99 %v, max %v",
-			keys, creds, took.Round(time.Millisecond), txs, st.MaxObjects, len(latencies),
-			p(0.50).Round(10*time.Microsecond), p(0.99).Round(10*time.Microsecond), p(1).Round(10*time.Microsecond))
+			"the other account's creates: %s during the delete, %s for as long without it",
+			keys, creds, took.Round(time.Millisecond), txs, st.MaxObjects, during, alone)
 	})
+}
+
+// latencies are the durations of an account's writes, shown as a figure.
+type latencies []time.Duration
+
+func (l latencies) String() string {
+	if len(l) == 0 {
+		return "none"
+	}
+	l = slices.Sorted(slices.Values(l))
+	q := func(f float64) time.Duration {
+		return l[min(len(l)-1, int(f*float64(len(l))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("%d, p50 %v, p99 %v, max %v", len(l), q(0.5), q(0.99), l[len(l)-1].Round(10*time.Microsecond))
+}
+
+// otherWrites has the account c create IP policies from two goroutines while fn runs, and
+// returns how long each create took.
+func otherWrites(t *testing.T, s *store.Store, c ep.Caller, fn func()) latencies {
+	t.Helper()
+	var (
+		stop = make(chan struct{})
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		out  latencies
+	)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if _, err := s.Create(context.Background(), c, ep.IPPolicies, "", &ep.IPPolicyCreate{}); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				out = append(out, time.Since(t0))
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // the writes are under way before fn starts
+	fn()
+	close(stop)
+	wg.Wait()
+	return out
 }
 
 // TestBoundedCascadesStayWhole pins the largest delete transactions the object limits allow,
@@ -220,5 +242,62 @@ func TestBoundedCascadesStayWhole(t *testing.T) {
 			t.Fatalf("delete stats %+v, want a second delete in one transaction", st)
 		}
 		wantBotGone(t, s, a, bot, tokens)
+	})
+}
+
+// TestLargeDeleteRacesNewKeys creates keys owned by a bot user while a chunked delete of it runs.
+// Each create either lands before the bot user is hidden (its key then goes with the rest) or is
+// refused with 400; when Delete returns, nothing owned by the bot user is left, on both engines
+// (on PostgreSQL a create may have looked the owner up before the hide committed).
+func TestLargeDeleteRacesNewKeys(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn)
+		a := admin(t, s, "a")
+		bot, tokens := botWithKeys(t, s, a, 2*store.CascadeChunk+10, 0)
+		var (
+			wg               sync.WaitGroup
+			mu               sync.Mutex
+			created, refused int
+			stop             = make(chan struct{})
+		)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					k, err := s.Create(ctx, a, ep.APIKeys, "", &ep.APIKeyCreate{OwnerID: &bot})
+					var e *ep.Error
+					mu.Lock()
+					switch {
+					case err == nil:
+						created++
+						tokens = append(tokens, *k.(*ep.APIKey).Token)
+					case errors.As(err, &e) && e.Status == 400:
+						refused++
+					default:
+						t.Errorf("create racing the delete: %v", err)
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(10 * time.Millisecond)
+		err := s.Delete(ctx, a, ep.BotUsers, "", bot)
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBotGone(t, s, a, bot, tokens)
+		t.Logf("%d keys created during the delete's first moments, %d creates refused", created, refused)
 	})
 }
