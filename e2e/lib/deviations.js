@@ -69,6 +69,16 @@ const nullable = [
     sent: '`null` for every provider but the configured one',
     why: 'exactly one provider is configured (DESIGN.md section 7); the others are absent in meaning, and every field is always rendered',
   },
+  {
+    where: {
+      EndpointOAuthGitHub: ['client_secret'], EndpointOAuthFacebook: ['client_secret'], EndpointOAuthMicrosoft: ['client_secret'],
+      EndpointOAuthGoogle: ['client_secret'], EndpointOAuthLinkedIn: ['client_secret'], EndpointOAuthGitLab: ['client_secret'],
+      EndpointOAuthTwitch: ['client_secret'], EndpointOAuthAmazon: ['client_secret'], EndpointOIDC: ['client_secret'],
+    },
+    label: 'the eight OAuth provider schemas (`EndpointOAuthGitHub` … `EndpointOAuthAmazon`) and EndpointOIDC: `client_secret`',
+    sent: 'always `null`: the secret is write-only (the compatible API returns it as given)',
+    why: 'client secrets are encrypted at rest and never returned (issue 20); a PUT or PATCH that leaves it out keeps the stored one for the same provider (or issuer) and `client_id`, so a client can send back the module it read',
+  },
 ];
 
 // extraProperties: schema -> property -> { schema, sent, why }: fields edgeplane renders that the

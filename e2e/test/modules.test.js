@@ -95,6 +95,9 @@ describe('edge modules through the client', () => {
       const got = await svc.replace(replaceArg(kind, body()));
       if (want) assert.deepEqual(got, want());
       else assert.equal(got.enabled, true);
+      // Client secrets are write-only (docs/api.md): sent, never shown.
+      if (field === 'oauth') assert.equal(got.provider.google.clientSecret, null);
+      if (field === 'oidc') assert.equal(got.clientSecret, null);
       assert.deepEqual(await svc.get(item(kind)), got);
 
       // The parent shows the module exactly as the module's own GET does.
