@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -219,6 +221,14 @@ const sealPlainTask = "seal-document-secrets"
 // calls it once the sealer is known. Replicas starting together each try: the delete of the task
 // row decides which one does it (the other waits on the row, then finds it gone).
 func (s *Store) runPendingTasks(ctx context.Context) error {
+	var one int
+	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM store_tasks WHERE name = ?`), sealPlainTask).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // done before: no write transaction at every start
+	}
+	if err != nil {
+		return s.classify(err)
+	}
 	return s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
 		out, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM store_tasks WHERE name = ?`), sealPlainTask)
 		if err != nil {
