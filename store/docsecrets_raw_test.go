@@ -14,6 +14,9 @@ import (
 	"github.com/edgeplane/edgeplane/store"
 )
 
+// Document secrets as written behind the store's back: by an older edgeplane (plaintext), in an
+// older backup, or moved to another object.
+
 // rawExec runs one statement on the database behind the store's back ($1-style placeholders).
 func rawExec(t *testing.T, dsn, query string, args ...any) {
 	t.Helper()
@@ -186,4 +189,67 @@ func (m *members) marshal() []byte {
 	}
 	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// rawDoc reads one stored document behind the store's back.
+func rawDoc(t *testing.T, dsn, id string) map[string]any {
+	t.Helper()
+	driver, q := "pgx", `SELECT doc FROM objects WHERE id = $1`
+	if !store.IsPostgres(dsn) {
+		driver, q = "sqlite", `SELECT doc FROM objects WHERE id = ?`
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var doc []byte
+	if err := db.QueryRow(q, id).Scan(&doc); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestDocumentSecretBoundToItsPlace: a sealed value copied into another route's document does
+// not open there (the object id and the field are bound into it): the start-up check names the
+// place, and the route is neither shown nor handed to the data plane with it.
+func TestDocumentSecretBoundToItsPlace(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		key := store.NewSecretKey()
+		s := openKeyed(t, dsn, key)
+		c := admin(t, s, "bound")
+		edge, r1, r2 := secretRoutes(t, s, c)
+		s.Close()
+
+		sealed := rawDoc(t, dsn, r1)["webhook_verification"].(map[string]any)["secret"].(string)
+		if !strings.HasPrefix(sealed, "ep1:") {
+			t.Fatalf("stored webhook secret %q is not sealed", sealed)
+		}
+		doc := rawDoc(t, dsn, r2)
+		doc["webhook_verification"] = map[string]any{"enabled": true, "provider": "github", "secret": sealed}
+		moved, _ := json.Marshal(doc)
+		rawExec(t, dsn, `UPDATE objects SET doc = $1 WHERE id = $2`, string(moved), r2)
+
+		s = openKeyed(t, dsn, key)
+		defer s.Close()
+		err := s.CheckSecrets(ctx)
+		if !errors.Is(err, store.ErrSecretsUndecryptable) || !strings.Contains(err.Error(), "1 of 4 secrets") ||
+			!strings.Contains(err.Error(), "objects "+r2+" webhook_verification.secret") {
+			t.Fatalf("CheckSecrets with a moved ciphertext: %v", err)
+		}
+		if d, err := s.Get(ctx, c.AccountID, ep.HTTPSEdgeRoutes, edge, r2); err == nil {
+			t.Fatalf("Get of the route with a moved ciphertext: %+v", d.(*ep.HTTPSEdgeRoute).WebhookVerification)
+		}
+		if _, err := s.Snapshot(ctx, c.AccountID); err == nil {
+			t.Fatal("the snapshot opened a moved ciphertext")
+		}
+		if _, err := s.Get(ctx, c.AccountID, ep.HTTPSEdgeRoutes, edge, r1); err != nil {
+			t.Fatalf("the route the value came from: %v", err)
+		}
+	})
 }
