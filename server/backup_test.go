@@ -48,9 +48,17 @@ func TestBackupRoundTrip(t *testing.T) {
 		"ip_restriction":  map[string]any{"ip_policy_ids": []any{policy}},
 		"circuit_breaker": map[string]any{"num_buckets": 20},
 		"request_headers": map[string]any{"add": map[string]any{"x-env": "prod"}, "remove": []any{"cookie"}},
+		// Module secrets, sealed inside the document: they restore under the same key on both
+		// engines, the webhook one shown, the client secret null.
+		"webhook_verification": map[string]any{"provider": "slack", "secret": "backup-webhook-secret"},
+		"oauth":                map[string]any{"provider": map[string]any{"gitlab": map[string]any{"client_id": "cid", "client_secret": "backup-oauth-secret"}}},
+	}).must(t, 201).str("id")
+	oidcRoute := src.do(a.token, "POST", "/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix", "match": "/sso",
+		"oidc": map[string]any{"issuer": "https://id.example.com", "client_id": "cid", "client_secret": "backup-oidc-secret"},
 	}).must(t, 201).str("id")
 	paths = append(paths, "/edges/https/"+edge, "/edges/https/"+edge+"/tls_termination",
 		"/edges/https/"+edge+"/routes/"+route, "/edges/https/"+edge+"/routes/"+route+"/backend",
+		"/edges/https/"+edge+"/routes/"+route+"/webhook_verification", "/edges/https/"+edge+"/routes/"+oidcRoute+"/oidc",
 		"/ip_policy_rules", "/ip_policies/"+policy)
 	sort.Strings(paths)
 
@@ -94,6 +102,14 @@ func TestBackupRoundTrip(t *testing.T) {
 				if before[p] != after[p] {
 					t.Errorf("%s differs after the round trip:\nbefore %s\nafter  %s", p, before[p], after[p])
 				}
+			}
+			// The data plane of the restored database gets the module secrets opened.
+			restored.admin = a
+			if o, _, w := routeSecrets(t, restored, route); o != "backup-oauth-secret" || w != "backup-webhook-secret" {
+				t.Fatalf("restored route's secrets: oauth %q webhook %q", o, w)
+			}
+			if _, o, _ := routeSecrets(t, restored, oidcRoute); o != "backup-oidc-secret" {
+				t.Fatalf("restored oidc secret: %q", o)
 			}
 			// Old keys authenticate; writes work and keep uniqueness (claims were restored).
 			restored.do(a.token, "POST", "/ip_policies", nil).must(t, 201)
