@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -75,7 +74,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) e
 
 // get authenticates and reads in one query (the route is fused: see authenticated). An object the
 // store's read cache holds is rendered once and answered from that body while it is unchanged.
+// The rendering takes its share of the response budget: an object that embeds its children (an
+// HTTPS edge, up to ep.MaxHTTPSEdgeResponseBytes) before it is read, any other before its JSON
+// is made.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) error {
+	var hold *budgetHold
+	defer func() { hold.release() }()
+	if c.embeds != nil {
+		var err error
+		if hold, err = s.takeBudget(w, r, s.docBound(c)); err != nil {
+			return err
+		}
+	}
 	parent, cred := c.parentID(r), credentialFrom(r)
 	caller, doc, rendered, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, c.objectID(r), s.base)
 	if caller.AccountID == "" {
@@ -89,14 +99,21 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		return err
 	}
 	if doc == nil {
+		hold.release() // the body is the cache's, already made
 		s.writeBody(w, http.StatusOK, rendered.Body(s.base))
 		return nil
+	}
+	if hold == nil {
+		if hold, err = s.takeBudget(w, r, s.docBound(c)); err != nil {
+			return err
+		}
 	}
 	s.resolve(c, parent, doc)
 	body, err := s.encode(doc)
 	if err != nil {
 		return err
 	}
+	hold.shrink(int64(len(body)))
 	if rendered != nil {
 		rendered.Store(s.base, body)
 	}
@@ -185,6 +202,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 	if err != nil {
 		return err
 	}
+	// The page's share of the response budget, at its bound, before it is read; once it is
+	// rendered, only its size is held while it is written.
+	hold, err := s.takeBudget(w, r, s.pageBound(c, limit))
+	if err != nil {
+		return err
+	}
+	defer hold.release()
 	parent := c.parentID(r)
 	var (
 		docs []ep.Document
@@ -210,27 +234,39 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 		}
 		next = listURI + "?" + q.Encode()
 	}
-	items, err := json.Marshal(docs)
-	if err != nil {
-		return err
-	}
 	tail, _ := json.Marshal(struct {
 		URI         string `json:"uri"`
 		NextPageURI any    `json:"next_page_uri"`
 	}{listURI, next})
-	// {"<list key>": [...], "uri": ..., "next_page_uri": ...}
-	var buf bytes.Buffer
-	buf.Grow(len(items) + len(tail) + 32)
-	buf.WriteByte('{')
-	buf.Write(c.listKey)
-	buf.WriteByte(':')
-	buf.Write(items)
-	buf.WriteByte(',')
-	buf.Write(tail[1:])
-	buf.WriteByte('\n')
+	// {"<list key>": [...], "uri": ..., "next_page_uri": ...}: each document is rendered on its
+	// own and let go, and the parts are written in turn rather than copied into one body, so
+	// that a page of megabytes is held about once, not three times.
+	var body parts
+	body.add([]byte{'{'})
+	body.add(c.listKey)
+	if docs == nil {
+		body.add([]byte(":null"))
+	} else {
+		body.add([]byte(":["))
+		for i, d := range docs {
+			b, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				body.add([]byte{','})
+			}
+			body.add(b)
+			docs[i] = nil
+		}
+		body.add([]byte{']'})
+	}
+	tail[0] = ','
+	body.add(append(tail, '\n'))
+	hold.shrink(int64(body.size))
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(body.size))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
+	body.writeTo(w)
 	return nil
 }

@@ -45,6 +45,9 @@ type Config struct {
 	// Agents sends commands to online agent sessions (the data plane); nil answers every command
 	// with 503.
 	Agents Commander
+	// ResponseBytes bounds the response bodies rendered at once (see bodyBudget); zero means
+	// DefaultResponseBytes, a negative value no limit.
+	ResponseBytes int64
 }
 
 // DefaultRequestTimeout is the default Config.RequestTimeout.
@@ -65,7 +68,9 @@ type Server struct {
 	cors    *cors
 	limiter *limiter
 	// gate queues API requests in arrival order beyond the store's ConnLimit (nil: no limit).
-	gate    chan struct{}
+	gate chan struct{}
+	// budget bounds the bytes of the response bodies rendered at once (nil: no limit).
+	budget  *bodyBudget
 	routes  []route
 	openAPI []byte
 }
@@ -87,6 +92,10 @@ func New(st *store.Store, cfg Config) *Server {
 		s.timeout = w
 	}
 	s.metrics, s.cors, s.limiter = cfg.Metrics, newCORS(cfg.CORSOrigins), newLimiter(cfg.RateLimit)
+	if cfg.ResponseBytes == 0 {
+		cfg.ResponseBytes = DefaultResponseBytes
+	}
+	s.budget = newBodyBudget(cfg.ResponseBytes)
 	if st != nil { // the fuzz targets build a server without a store
 		if n := st.ConnLimit(); n > 0 {
 			s.gate = make(chan struct{}, n)

@@ -28,6 +28,7 @@ type serveConfig struct {
 	logFormat, logLevel                 string
 	corsOrigins                         []string
 	maxConns, maxConnections, perIP     int
+	responseBudgetMiB                   int
 	durability                          store.Durability
 	settings                            ep.Settings
 	limit                               server.RateLimit
@@ -64,6 +65,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
 	fs.IntVar(&c.perIP, "max-connections-per-ip", envInt("EDGEPLANE_MAX_CONNECTIONS_PER_IP", defaultMaxConnectionsPerIP),
 		"most client connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_MAX_CONNECTIONS_PER_IP)")
+	fs.IntVar(&c.responseBudgetMiB, "response-budget", envInt("EDGEPLANE_RESPONSE_BUDGET", server.DefaultResponseBytes>>20),
+		"MiB of API response bodies rendered at once; a request waits for its share, and is answered 503 when its deadline passes first; 0 for no limit (env EDGEPLANE_RESPONSE_BUDGET)")
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
 	c.dp = addDataPlaneFlags(fs)
@@ -115,6 +118,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := atLeast(fs, "db-max-conns", "EDGEPLANE_DB_MAX_CONNS", c.maxConns, 1); err != nil {
+		return nil, err
+	}
+	if err := atLeast(fs, "response-budget", "EDGEPLANE_RESPONSE_BUDGET", c.responseBudgetMiB, 0); err != nil {
 		return nil, err
 	}
 	if c.durability, err = store.ParseDurability(*durability); err != nil {
@@ -245,7 +251,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	srv := cfg.httpServer(server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
 		MetricsOnMain: cfg.metricsListen == "", CORSOrigins: cfg.corsOrigins, RateLimit: cfg.limit,
-		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander()}), log)
+		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander(), ResponseBytes: cfg.responseBytes()}), log)
 	limited := netx.Limit(socks.api, netx.Limits{Max: cfg.maxConnections, PerAddr: cfg.perIP, UntrustedIdle: cfg.timeout.unauthIdle})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
@@ -266,4 +272,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// responseBytes is --response-budget as server.Config.ResponseBytes: 0 (no limit) is negative
+// there.
+func (c *serveConfig) responseBytes() int64 {
+	if c.responseBudgetMiB == 0 {
+		return -1
+	}
+	return int64(c.responseBudgetMiB) << 20
 }
