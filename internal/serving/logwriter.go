@@ -16,10 +16,23 @@ import (
 // edgeplane-bench; docs/decisions.md, "The request log and the garbage collector").
 const DefaultGCPercent = 400
 
-// SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise.
+// DefaultMemoryLimit is the garbage collector's soft memory limit unless GOMEMLIMIT is set. With
+// DefaultGCPercent alone the heap may grow to five times what is live: harmless for the few
+// megabytes of a usual server, but the read cache (64 MiB) and the answers being rendered (see
+// server.DefaultResponseBytes) of a hostile account are far more, and five times them is
+// gigabytes. Near the limit the collector runs as often as it must, so the process stays within
+// the performance target (150 MB resident) while what is live fits; a server with more live data
+// (many agents, a larger cache) needs GOMEMLIMIT raised, or the collector works harder for it.
+const DefaultMemoryLimit = 88 << 20
+
+// SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise, and
+// DefaultMemoryLimit unless GOMEMLIMIT does.
 func SetGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(DefaultMemoryLimit)
 	}
 }
 
