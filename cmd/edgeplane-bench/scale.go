@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,14 +118,18 @@ func scaleBench(ctx context.Context, args []string) error {
 	}
 	started := time.Now()
 	if cfg.sessions > 0 && cfg.only != "routes" {
+		load := loadAverage()
 		if r.sess, err = r.runSessions(ctx); err != nil {
 			return fmt.Errorf("sessions: %w", err)
 		}
+		r.notes = append(r.notes, fmt.Sprintf("Load average (1, 5, 15 min; /proc/loadavg) on this 2-core machine: %s at the start of the sessions scenario, %s at its end.", load, loadAverage()))
 	}
 	if cfg.edges > 0 && cfg.only != "sessions" {
+		load := loadAverage()
 		if r.routes, err = r.runRoutes(ctx); err != nil {
 			return fmt.Errorf("routes: %w", err)
 		}
+		r.notes = append(r.notes, fmt.Sprintf("Load average (1, 5, 15 min; /proc/loadavg) on this 2-core machine: %s at the start of the routes scenario, %s at its end.", load, loadAverage()))
 	}
 	report := r.report(time.Since(started))
 	fmt.Print(report)
@@ -275,4 +280,49 @@ func (r *scaleRunner) goroutines(ctx context.Context) int {
 		return -1
 	}
 	return n
+}
+
+// memStats reads fields of edgeplane's runtime.MemStats from its heap profile in text form
+// (-profile only; nil without it or on an error): where its RSS goes.
+func (r *scaleRunner) memStats(ctx context.Context) map[string]int64 {
+	if r.pprofAddr == "" {
+		return nil
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+r.pprofAddr+"/debug/pprof/heap?debug=1", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int64{}
+	for line := range strings.Lines(string(body)) {
+		name, value, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "# "), " = ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages, as /proc/loadavg has them.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

@@ -73,6 +73,16 @@ func (r *scaleRunner) sessionsReport(w io.Writer, s *sessionResult) []trafficTar
 			s.gEmpty, s.gFull, float64(s.gFull-s.gEmpty)/float64(s.n))
 	}
 	fmt.Fprintf(w, "\n\n")
+	if s.memEmpty != nil && s.memFull != nil {
+		fmt.Fprintf(w, "Where edgeplane's memory is, from its `runtime.MemStats` (`-profile`), per session held:\n\n")
+		fmt.Fprintf(w, "| MemStats | empty server | %d sessions held | per session |\n|---|--:|--:|--:|\n", s.n)
+		for _, f := range []string{"HeapInuse", "HeapIdle", "HeapReleased", "StackInuse", "Sys"} {
+			fmt.Fprintf(w, "| %s | %.1f MB | %.1f MB | %.1f KB |\n", f, mb(s.memEmpty[f]), mb(s.memFull[f]),
+				float64(s.memFull[f]-s.memEmpty[f])/float64(s.n)/1024)
+		}
+		fmt.Fprintf(w, "\nHeapIdle less HeapReleased is heap the runtime holds but does not use (freed since the last GC, or\n")
+		fmt.Fprintf(w, "left over from opening the sessions), which counts in RSS.\n\n")
+	}
 	return []trafficTarget{
 		{name: fmt.Sprintf("%d idle sessions: RSS ≤ 60 KB per session above the empty server", s.n), met: per <= 60*1024,
 			measured: fmt.Sprintf("%.1f KB (%.0f → %.0f MB)", per/1024, mb(s.rssEmpty), mb(s.rssFull))},

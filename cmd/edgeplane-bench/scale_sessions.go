@@ -24,8 +24,9 @@ type sessionResult struct {
 	beats, disconnects int64         // heartbeats answered and sessions lost during the rest window
 	probeEmpty         []time.Duration
 	probeFull          []time.Duration
-	selfRSS            int64 // this process's RSS with the sessions held
-	gEmpty, gFull      int   // edgeplane's goroutines, empty and with the sessions held (-profile only)
+	selfRSS            int64            // this process's RSS with the sessions held
+	gEmpty, gFull      int              // edgeplane's goroutines, empty and with the sessions held (-profile only)
+	memEmpty, memFull  map[string]int64 // edgeplane's runtime.MemStats, empty and with the sessions held (-profile only)
 	connLimit          uint64
 }
 
@@ -94,7 +95,7 @@ func (r *scaleRunner) runSessions(ctx context.Context) (*sessionResult, error) {
 	}
 	time.Sleep(3 * time.Second)
 	res.rssEmpty, _ = currentRSS(srv.child)
-	res.gEmpty = r.goroutines(ctx)
+	res.gEmpty, res.memEmpty = r.goroutines(ctx), r.memStats(ctx)
 	c0, _ := srv.cpu()
 	time.Sleep(r.cfg.rest)
 	c1, _ := srv.cpu()
@@ -155,7 +156,7 @@ func (r *scaleRunner) runSessions(ctx context.Context) (*sessionResult, error) {
 	logf("sessions: %d open in %s; settling 15 s", r.cfg.sessions, res.openTook.Round(time.Millisecond))
 	time.Sleep(15 * time.Second)
 	res.rssFull, _ = currentRSS(srv.child)
-	res.gFull = r.goroutines(ctx)
+	res.gFull, res.memFull = r.goroutines(ctx), r.memStats(ctx)
 	b0, dc0 := d.beats.Load(), d.disconnects.Load()
 	profiled := make(chan struct{})
 	go func() {
