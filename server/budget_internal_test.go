@@ -266,8 +266,8 @@ func TestConcurrentLargeGETsShareTheBudget(t *testing.T) {
 }
 
 // TestFullBudgetAnswers503: while the whole budget is taken, a GET that needs a share waits
-// until its deadline and is answered 503 ERR_NGROK_9000 with Retry-After; a list too. Once the
-// budget is free both are served.
+// until its deadline and is answered 503 ERR_NGROK_9000 with Retry-After; a list too; a request
+// with a wrong key is answered 401 at once. Once the budget is free both are served.
 func TestFullBudgetAnswers503(t *testing.T) {
 	s, url, token := budgetServer(t, Config{RequestTimeout: 300 * time.Millisecond})
 	id := largeEdge(t, url, token, 1)
@@ -283,6 +283,13 @@ func TestFullBudgetAnswers503(t *testing.T) {
 		}
 		if res.StatusCode != 503 || res.Header.Get("Retry-After") != budgetRetryAfter || !bytes.Contains(b, []byte("ERR_NGROK_9000")) {
 			t.Fatalf("GET %s with the budget taken: %d, Retry-After %q: %s", path, res.StatusCode, res.Header.Get("Retry-After"), b)
+		}
+	}
+	// Without a valid key nothing waits for the budget: the answer is the 401.
+	wrong := token[:len(token)-1] + string("ab"[(token[len(token)-1]+1)%2])
+	for _, path := range []string{"/edges/https/" + id, "/edges/https"} {
+		if res, b, err := apiCall(client, wrong, "GET", url+path, nil); err != nil || res.StatusCode != 401 {
+			t.Fatalf("GET %s with a wrong key and the budget taken: %v %.200s", path, err, b)
 		}
 	}
 	hold.release()

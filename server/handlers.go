@@ -76,23 +76,29 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) e
 // store's read cache holds is rendered once and answered from that body while it is unchanged.
 // The rendering takes its share of the response budget: an object that embeds its children (an
 // HTTPS edge, up to ep.MaxHTTPSEdgeResponseBytes) before it is read, any other before its JSON
-// is made.
+// is made. An object that embeds is read after a separate authentication, so that only key
+// holders take (or wait for) a share that large.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) error {
 	var hold *budgetHold
 	defer func() { hold.release() }()
+	parent, cred := c.parentID(r), credentialFrom(r)
+	admitted := false
 	if c.embeds != nil {
-		var err error
+		caller, err := s.store.Authenticate(r.Context(), cred.selector, cred.secret)
+		if !s.admit(w, r, caller, err) {
+			return nil
+		}
+		admitted = true
 		if hold, err = s.takeBudget(w, r, s.docBound(c)); err != nil {
 			return err
 		}
 	}
-	parent, cred := c.parentID(r), credentialFrom(r)
 	caller, doc, rendered, err := s.store.AuthenticateGet(r.Context(), cred.selector, cred.secret, c.res, parent, c.objectID(r), s.base)
 	if caller.AccountID == "" {
 		s.admit(w, r, caller, err) // err is the authentication's
 		return nil
 	}
-	if !s.admit(w, r, caller, nil) {
+	if !admitted && !s.admit(w, r, caller, nil) {
 		return nil
 	}
 	if err != nil {
