@@ -14,8 +14,9 @@ import (
 	"math/big"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/edgeplane/edgeplane/pki"
 )
 
 // --- saml --------------------------------------------------------------------------------------
@@ -71,6 +72,9 @@ type EndpointSAMLMutate struct {
 	AllowIdPInitiated *bool    `json:"allow_idp_initiated"`
 	AuthorizedGroups  []string `json:"authorized_groups"`
 	NameIDFormat      *string  `json:"nameid_format"`
+	// key is the request signing key Validate took for this request, before the write
+	// transaction, in case Build needs a new certificate (see samlKeys).
+	key *rsa.PrivateKey
 }
 
 // Validate requires the IdP's metadata, a known name identifier format and non-empty group
@@ -93,9 +97,16 @@ func (m *EndpointSAMLMutate) Validate() error {
 			return Invalid(CodeInvalid, indexed("authorized_groups", i), "must not be empty")
 		}
 	}
-	// The body is valid: make the key a first configuration will need now, before the write
-	// transaction (see spareSAMLKey).
-	return prepareSAMLKey()
+	// The body is valid: take the key a new certificate would need now, before the write
+	// transaction (see samlKeys).
+	if m.key == nil {
+		key, err := samlKeys.Take()
+		if err != nil {
+			return fmt.Errorf("saml: %w", err)
+		}
+		m.key = key
+	}
+	return nil
 }
 
 // checkIdPMetadata requires well-formed XML whose one root element is an EntityDescriptor of the
@@ -240,14 +251,21 @@ func (m *EndpointSAMLMutate) signingCertificate(op *Op) (certPEM, keyPEM string,
 				return "", "", err
 			}
 			if pair, err := SAMLKeyPair(r.SAML.RequestSigningCertificatePEM, kept); err == nil && now.Before(pair.Leaf.NotAfter) {
+				samlKeys.Put(m.key) // not needed: the next first configuration gets it
+				m.key = nil
 				return r.SAML.RequestSigningCertificatePEM, "", nil
 			}
 		}
 	}
-	key, err := takeSAMLKey()
-	if err != nil {
-		return "", "", err
+	// m.key stays with the request: a transaction retried after a rollback signs with the same
+	// key, which no committed route holds. Only a Build without Validate (not a path of the
+	// API) or a retry after the route's certificate was kept makes one here.
+	if m.key == nil {
+		if m.key, err = samlKeys.Take(); err != nil {
+			return "", "", fmt.Errorf("saml: %w", err)
+		}
 	}
+	key := m.key
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return "", "", fmt.Errorf("saml: certificate serial: %w", err)
@@ -293,48 +311,8 @@ func SAMLKeyPair(certPEM, keyPEM string) (tls.Certificate, error) {
 	return pair, nil
 }
 
-// spareSAMLKey holds one RSA key made ahead of need. Validate, which runs before the write
-// transaction, fills it; Build, inside the transaction, takes it. So the tens of milliseconds an
-// RSA key takes are not spent holding the database's write lock (SQLite has one writer), and a
-// PUT that keeps its certificate costs no key at all once the spare is made. A spare was never
-// used or shown, so any route may take it.
-var spareSAMLKey struct {
-	sync.Mutex
-	key *rsa.PrivateKey
-}
-
-// prepareSAMLKey makes the spare key when there is none.
-func prepareSAMLKey() error {
-	spareSAMLKey.Lock()
-	have := spareSAMLKey.key != nil
-	spareSAMLKey.Unlock()
-	if have {
-		return nil
-	}
-	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
-	if err != nil {
-		return fmt.Errorf("saml: generating the request signing key: %w", err)
-	}
-	spareSAMLKey.Lock()
-	if spareSAMLKey.key == nil {
-		spareSAMLKey.key = key
-	}
-	spareSAMLKey.Unlock()
-	return nil
-}
-
-// takeSAMLKey returns the spare key, or a new one when another write took it first.
-func takeSAMLKey() (*rsa.PrivateKey, error) {
-	spareSAMLKey.Lock()
-	key := spareSAMLKey.key
-	spareSAMLKey.key = nil
-	spareSAMLKey.Unlock()
-	if key != nil {
-		return key, nil
-	}
-	key, err := rsa.GenerateKey(rand.Reader, samlKeyBits)
-	if err != nil {
-		return nil, fmt.Errorf("saml: generating the request signing key: %w", err)
-	}
-	return key, nil
-}
+// samlKeys are the request signing keys routes' certificates are made with. Validate takes one
+// for the request before the write transaction and Build gives it back when the route keeps its
+// certificate, so the tens of milliseconds an RSA key takes are never spent holding the database's
+// write lock (SQLite has one writer), and a PUT that keeps its certificate usually costs no key.
+var samlKeys = pki.NewRSAKeys(samlKeyBits, 4)
