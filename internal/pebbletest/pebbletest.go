@@ -19,6 +19,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -55,15 +56,24 @@ type Options struct {
 	Blocklist []string
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago, for the servers whose
+// ports must be known before they start (Pebble validates challenges on fixed ports). It picks
+// at random below Linux's ephemeral range (32768-60999), which outbound connections draw from:
+// a port the kernel hands out for ":0" can be taken by any test's outgoing connection before
+// the server binds it, and parallel tests make hundreds of those.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + mrand.IntN(12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return 0
 }
 
 // Start starts Pebble and its DNS server for the test, stopping them when it ends, or skips the
