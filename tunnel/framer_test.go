@@ -125,8 +125,9 @@ func TestSingleWriteFramerAllocs(t *testing.T) {
 	}
 }
 
-// tlsPair returns the two ends of a real TLS connection over loopback TCP.
-func tlsPair(t *testing.T) (server, client *tls.Conn) {
+// tlsPair returns the two ends of a real TLS connection over loopback TCP; wrap, if not nil,
+// wraps the server's TCP connection.
+func tlsPair(t testing.TB, wrap func(net.Conn) net.Conn) (server, client *tls.Conn) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -155,6 +156,9 @@ func tlsPair(t *testing.T) (server, client *tls.Conn) {
 		if err != nil {
 			accepted <- nil
 			return
+		}
+		if wrap != nil {
+			c = wrap(c)
 		}
 		sc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
 		_ = sc.Handshake()
@@ -238,7 +242,7 @@ func checkStream(st muxado.Stream, label uint32, fromOpener bool, n int) error {
 // side: streams opened by both sides at once, small and bulk, each carrying data both ways at
 // the same time, every byte checked; then a reset and a GOAWAY with a debug payload.
 func TestSingleWriteFramerSessionOverTLS(t *testing.T) {
-	sc, cc := tlsPair(t)
+	sc, cc := tlsPair(t, nil)
 	srv := muxado.Server(sc, &muxado.Config{NewFramer: newSingleWriteFramer})
 	cli := muxado.Client(cc, &muxado.Config{})
 	defer srv.Close()
