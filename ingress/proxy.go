@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,8 +70,24 @@ func newProxy(s *Server) *proxy {
 		Transport:    p.tr,
 		ErrorHandler: p.fail,
 		ErrorLog:     nil,
+		BufferPool:   copyBuffers{},
 	}
 	return p
+}
+
+// copyBuffers lends the ReverseProxy the buffers it copies response bodies with. Without a
+// pool it allocates (and zeroes) 32 KiB for every response, the largest allocation of a
+// request's path.
+type copyBuffers struct{}
+
+var copyBufferPool = sync.Pool{New: func() any { return make([]byte, 32<<10) }}
+
+func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
+
+func (copyBuffers) Put(b []byte) {
+	if cap(b) == 32<<10 {
+		copyBufferPool.Put(b[:cap(b)]) //nolint:staticcheck // a slice header per request, not 32 KiB
+	}
 }
 
 func (p *proxy) close() { p.tr.CloseIdleConnections() }
