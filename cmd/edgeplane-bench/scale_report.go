@@ -103,8 +103,8 @@ func (r *scaleRunner) routesReport(w io.Writer, rt *routesResult) []trafficTarge
 	fmt.Fprintf(w, "`/r0`, `/r1`, … to `http_response` backends answering the same %d bytes; requests are `GET %s` over TLS\n", len(upstreamBody), routePath)
 	fmt.Fprintf(w, "with keep-alive (no agent on the path: what is measured is edgeplane finding the route). The objects were\n")
 	fmt.Fprintf(w, "created through the store package (`store.Create`, each body decoded and validated as the API's create\n")
-	fmt.Fprintf(w, "handler does), %d edges at a time, before serve started: **%s** for %d edges and %d routes. serve then\n",
-		16, rt.seedTook.Round(time.Millisecond), rt.edges+1, rt.routes+r.cfg.routesPerEdge)
+	fmt.Fprintf(w, "handler does), 16 edges at a time in batches of %d with a `wal_checkpoint(TRUNCATE)` between two, before\n", seedBatch)
+	fmt.Fprintf(w, "serve started: **%s** for %d edges and %d routes. serve then\n", rt.seedTook.Round(time.Millisecond), rt.edges+1, rt.routes+r.cfg.routesPerEdge)
 	fmt.Fprintf(w, "took %s from its start to the large account's route answering (the plans of both accounts built), and\n", rt.startTook.Round(time.Millisecond))
 	fmt.Fprintf(w, "its RSS was then %.0f MB.\n\n", mb(rt.rss))
 	fmt.Fprintf(w, "Request rate: %d rounds of %s per account and concurrency, alternating which goes first; the ratio is the\n", r.cfg.rounds, r.cfg.window)

@@ -69,8 +69,9 @@ func storeCreate(ctx context.Context, st *store.Store, caller ep.Caller, res *ep
 // backends answering upstreamBody (one shared by every route, one for the changed route) and
 // edges HTTPS edges of routesPerEdge path_prefix routes /r0, /r1, …; route /r7 of edge target
 // uses the second backend. With one edge its host is oneEdgeHost, else e<i>.manyDomain under a
-// wildcard reservation. Edges are created by workers goroutines at once.
-func seedAccount(ctx context.Context, st *store.Store, name string, edges, routesPerEdge, target, workers int) (scaleAccount, error) {
+// wildcard reservation. Edges are created by workers goroutines at once, in batches of seedBatch
+// with a checkpoint of the WAL between two.
+func seedAccount(ctx context.Context, st *store.Store, dsn, name string, edges, routesPerEdge, target, workers int) (scaleAccount, error) {
 	var a scaleAccount
 	admin, _, err := st.EnsureAccount(ctx, name)
 	if err != nil {
@@ -98,7 +99,42 @@ func seedAccount(ctx context.Context, st *store.Store, name string, edges, route
 		return a, err
 	}
 	a.changeBackend = change.Base().ID
+	for from := 0; from < edges; from += seedBatch {
+		to := min(from+seedBatch, edges)
+		if err := seedEdges(ctx, st, admin, from, to, edges, routesPerEdge, target, workers, shared.Base().ID, a.changeBackend); err != nil {
+			return a, err
+		}
+		if edges > 1 {
+			if err := truncateWAL(ctx, dsn); err != nil {
+				return a, err
+			}
+			logf("routes: seeded %d edges", to)
+		}
+	}
+	return a, nil
+}
+
+// seedBatch is how many edges are seeded between two checkpoints of the WAL.
+const seedBatch = 500
+
+// truncateWAL checkpoints the SQLite database's WAL and truncates it, between two batches of
+// seeding, when no write is in flight. Under sixteen writers whose reads overlap without a
+// pause, the store's own checkpoints never find the moment to start the WAL over, and it grew
+// past a gigabyte while each create grew slower.
+func truncateWAL(ctx context.Context, dsn string) error {
+	db, err := openRaw(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	return err
+}
+
+// seedEdges creates edges from to to (exclusive) of an account, workers at a time.
+func seedEdges(ctx context.Context, st *store.Store, admin ep.Caller, from, to, edges, routesPerEdge, target, workers int, shared, change string) error {
 	var next atomic.Int64
+	next.Store(int64(from))
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -106,16 +142,13 @@ func seedAccount(ctx context.Context, st *store.Store, name string, edges, route
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				i := int(next.Add(1) - 1)
-				if i >= edges {
+				if i >= to {
 					return
 				}
-				if err := seedEdge(ctx, st, admin, i, edges, routesPerEdge, target, shared.Base().ID, a.changeBackend); err != nil {
+				if err := seedEdge(ctx, st, admin, i, edges, routesPerEdge, target, shared, change); err != nil {
 					once.Do(func() { firstErr = err })
-					next.Store(int64(edges))
+					next.Store(int64(to))
 					return
-				}
-				if edges > 1 && (i+1)%1000 == 0 {
-					logf("routes: seeded %d edges", i+1)
 				}
 			}
 		})
@@ -124,7 +157,7 @@ func seedAccount(ctx context.Context, st *store.Store, name string, edges, route
 	if firstErr == nil {
 		firstErr = ctx.Err()
 	}
-	return a, firstErr
+	return firstErr
 }
 
 // seedEdge creates edge i of an account and its routes.
@@ -166,13 +199,13 @@ func (r *scaleRunner) runRoutes(ctx context.Context) (*routesResult, error) {
 	}
 	logf("routes: seeding a 1-edge account and a %d-edge account of %d routes each through the store", r.cfg.edges, r.cfg.routesPerEdge)
 	t0 := time.Now()
-	small, err := seedAccount(ctx, st, "scale-one-edge", 1, r.cfg.routesPerEdge, 0, 1)
+	small, err := seedAccount(ctx, st, dsn, "scale-one-edge", 1, r.cfg.routesPerEdge, 0, 1)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	target := r.cfg.edges / 2
-	large, err := seedAccount(ctx, st, "scale-many-edges", r.cfg.edges, r.cfg.routesPerEdge, target, 16)
+	large, err := seedAccount(ctx, st, dsn, "scale-many-edges", r.cfg.edges, r.cfg.routesPerEdge, target, 16)
 	st.Close()
 	if err != nil {
 		return nil, err
