@@ -53,7 +53,10 @@ func newSession(g *Gateway, conn *tls.Conn) *session {
 // be Auth, within the handshake timeout; heartbeats are echoed from the start.
 func (s *session) run() {
 	defer s.close()
-	mux := muxado.Server(s.conn, &muxado.Config{})
+	// Each frame goes to the agent in one write (framer.go). The stream window stays muxado's
+	// 256 KiB: muxado does not announce a window, each side assumes its own for the peer, so a
+	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
+	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: newSingleWriteFramer})
 	s.mux = muxado.NewHeartbeat(muxado.NewTypedStreamSession(mux), s.onBeat, muxado.NewHeartbeatConfig())
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
