@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -121,14 +122,23 @@ func (b *bodyBudget) inUse() int64 {
 	return b.used
 }
 
-// shrink keeps only n bytes of the hold (once the body is rendered and its size known) and
-// returns the rest. A nil hold does nothing.
-func (h *budgetHold) shrink(n int64) {
-	if h == nil || n >= h.n {
+// resize makes the hold n bytes once the body is rendered and its size known: the rest goes
+// back to the budget, or, when the body came out larger than the share taken for it, the
+// difference is taken without waiting (the budget may be passed by it for a moment, and those
+// waiting wait until it is back within). A nil hold does nothing.
+func (h *budgetHold) resize(n int64) {
+	if h == nil {
 		return
 	}
 	n = max(n, 0)
-	h.b.give(h.n - n)
+	switch {
+	case n < h.n:
+		h.b.give(h.n - n)
+	case n > h.n:
+		h.b.mu.Lock()
+		h.b.used += n - h.n
+		h.b.mu.Unlock()
+	}
 	h.n = n
 }
 
@@ -167,11 +177,72 @@ func (s *Server) docBound(c *collection) int64 {
 	return s.maxBody + ep.RenderSlack
 }
 
-// pageBound is what a list page of limit objects is charged before it is read: the documents
-// at their bound, and never more than a page may show (ep.MaxPageBytes, which lets the first
-// object of a page pass when it is larger).
+// pageBound is the most a list page of limit objects may show: the documents at their bound,
+// and never more than a page may show (ep.MaxPageBytes, which lets the first object of a page
+// pass when it is larger).
 func (s *Server) pageBound(c *collection, limit int) int64 {
 	return max(min(int64(limit)*s.docBound(c), ep.MaxPageBytes), s.docBound(c))
+}
+
+// pageShare is what a list page of limit objects takes of the budget before it is read. At
+// most pageBound, and that when the server knows nothing of the collection's sizes in the
+// account (since it started), when the collection embeds children (an HTTPS edge grows with each
+// route) or is live. Otherwise limit times the largest document of the collection this server
+// has seen the account create, change or read, and at least a quarter of pageBound: pages of
+// small objects then pass several at a time rather than take turns, and a page larger than its
+// share (objects another replica made, or that this one has not shown since it started) passes
+// the budget by at most the page's bound, for at most four such pages per budget's worth. It
+// takes the rest once rendered, and the server learns its size.
+func (s *Server) pageShare(account string, c *collection, limit int) int64 {
+	bound := s.pageBound(c, limit)
+	largest, ok := s.sizes.largest(account, c)
+	if !ok || c.embeds != nil || c.live {
+		return bound
+	}
+	return max(min(int64(limit)*(largest+1), bound), bound/4)
+}
+
+// docSizes remembers, per account and collection, the largest document the server has rendered
+// (or been given, in a create or update) since it started.
+type docSizes struct{ m sync.Map } // sizeKey → *atomic.Int64
+
+type sizeKey struct {
+	account string
+	c       *collection
+}
+
+// saw records a document of n bytes.
+func (d *docSizes) saw(account string, c *collection, n int) {
+	if account == "" {
+		return
+	}
+	k := sizeKey{account, c}
+	v, ok := d.m.Load(k)
+	if !ok {
+		v, _ = d.m.LoadOrStore(k, new(atomic.Int64))
+	}
+	largest := v.(*atomic.Int64)
+	for cur := largest.Load(); int64(n) > cur; cur = largest.Load() {
+		if largest.CompareAndSwap(cur, int64(n)) {
+			return
+		}
+	}
+}
+
+// largest is the largest document seen, and whether any was.
+func (d *docSizes) largest(account string, c *collection) (int64, bool) {
+	v, ok := d.m.Load(sizeKey{account, c})
+	if !ok {
+		return 0, false
+	}
+	return v.(*atomic.Int64).Load(), true
+}
+
+// forget drops what is known of the collection's sizes in the account, after a change that
+// may have made one of its documents larger without the server seeing it whole (a module set
+// on it): its next list takes its bound again.
+func (d *docSizes) forget(account string, c *collection) {
+	d.m.Delete(sizeKey{account, c})
 }
 
 // parts is a response body made of pieces: small pieces are gathered into chunks of

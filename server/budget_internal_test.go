@@ -24,7 +24,7 @@ import (
 
 // TestBodyBudgetShares: shares are taken while they fit and waited for in arrival order beyond;
 // a share larger than the budget is cut to it; a waiter whose deadline passes gets the overload
-// error and lets those behind it go on; shrink and release give everything back.
+// error and lets those behind it go on; resize and release give everything back.
 func TestBodyBudgetShares(t *testing.T) {
 	b := newBodyBudget(100)
 	ctx := context.Background()
@@ -55,9 +55,9 @@ func TestBodyBudgetShares(t *testing.T) {
 	if first, second := <-got, <-got; first != "big refused" || second != "small" {
 		t.Fatalf("got %q then %q, want the big share refused at its deadline, then the small one served", first, second)
 	}
-	a.shrink(20)
+	a.resize(20)
 	if n := b.inUse(); n != 20 {
-		t.Fatalf("%d bytes in use after shrinking to 20", n)
+		t.Fatalf("%d bytes in use after resizing to 20", n)
 	}
 	a.release()
 	a.release()
@@ -300,5 +300,29 @@ func TestFullBudgetAnswers503(t *testing.T) {
 	}
 	if n := s.budget.inUse(); n != 0 {
 		t.Fatalf("%d bytes of the budget still taken after the requests", n)
+	}
+}
+
+// TestSmallListsPassBesideLargeShares: a list of a collection whose documents the server has
+// seen to be small takes a quarter of a page's bound, not the whole bound, so with most of the
+// budget taken it is still served; a list of HTTPS edges (which embed their routes) takes the
+// whole bound and waits, here until its deadline.
+func TestSmallListsPassBesideLargeShares(t *testing.T) {
+	s, url, token := budgetServer(t, Config{RequestTimeout: 300 * time.Millisecond})
+	client := &http.Client{}
+	if res, b, err := apiCall(client, token, "POST", url+"/ip_policies", map[string]any{"description": "small"}); err != nil || res.StatusCode != 201 {
+		t.Fatalf("POST /ip_policies: %v %.200s", err, b)
+	}
+	free := int64(ep.MaxPageBytes)/4 + 1<<20
+	hold, err := s.budget.take(context.Background(), DefaultResponseBytes-free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.release()
+	if res, b, err := apiCall(client, token, "GET", url+"/ip_policies", nil); err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET /ip_policies with %d bytes of the budget free: %v %.200s", free, err, b)
+	}
+	if res, b, err := apiCall(client, token, "GET", url+"/edges/https", nil); err != nil || res.StatusCode != 503 {
+		t.Fatalf("GET /edges/https with %d bytes of the budget free: %v %.200s", free, err, b)
 	}
 }

@@ -68,7 +68,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) e
 		return err
 	}
 	s.resolve(c, parent, doc)
-	s.writeJSON(w, http.StatusCreated, doc)
+	s.sizes.saw(callerOf(r).AccountID, c, s.writeJSON(w, http.StatusCreated, doc))
 	return nil
 }
 
@@ -106,7 +106,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 	}
 	if doc == nil {
 		hold.release() // the body is the cache's, already made
-		s.writeBody(w, http.StatusOK, rendered.Body(s.base))
+		body := rendered.Body(s.base)
+		s.sizes.saw(caller.AccountID, c, len(body))
+		s.writeBody(w, http.StatusOK, body)
 		return nil
 	}
 	if hold == nil {
@@ -119,7 +121,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 	if err != nil {
 		return err
 	}
-	hold.shrink(int64(len(body)))
+	hold.resize(int64(len(body)))
+	s.sizes.saw(caller.AccountID, c, len(body))
 	if rendered != nil {
 		rendered.Store(s.base, body)
 	}
@@ -141,7 +144,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) e
 		return err
 	}
 	s.resolve(c, parent, doc)
-	s.writeJSON(w, http.StatusOK, doc)
+	s.sizes.saw(callerOf(r).AccountID, c, s.writeJSON(w, http.StatusOK, doc))
 	return nil
 }
 
@@ -208,9 +211,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 	if err != nil {
 		return err
 	}
-	// The page's share of the response budget, at its bound, before it is read; once it is
-	// rendered, only its size is held while it is written.
-	hold, err := s.takeBudget(w, r, s.pageBound(c, limit))
+	// The page's share of the response budget before it is read (see pageShare); once it is
+	// rendered, its size is held while it is written.
+	account := callerOf(r).AccountID
+	hold, err := s.takeBudget(w, r, s.pageShare(account, c, limit))
 	if err != nil {
 		return err
 	}
@@ -263,13 +267,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 				body.add([]byte{','})
 			}
 			body.add(b)
+			s.sizes.saw(account, c, len(b))
 			docs[i] = nil
 		}
 		body.add([]byte{']'})
 	}
 	tail[0] = ','
 	body.add(append(tail, '\n'))
-	hold.shrink(int64(body.size))
+	hold.resize(int64(body.size))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(body.size))
 	w.WriteHeader(http.StatusOK)

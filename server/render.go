@@ -40,7 +40,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeJSON(w, e.Status, errorBody{ErrorCode: e.ErrorCode(), StatusCode: e.Status, Msg: e.Msg, Details: details})
 }
 
-func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON renders v and sends it with the status; it returns the body's size.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) int {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() { buf.Reset(); bufPool.Put(buf) }()
 	enc := json.NewEncoder(buf)
@@ -50,6 +51,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 		status, buf = http.StatusInternalServerError, bytes.NewBufferString(`{"error_code":"ERR_NGROK_10000","status_code":500,"msg":"An internal error occurred.","details":{}}`)
 	}
 	s.writeBody(w, status, buf.Bytes())
+	return buf.Len()
 }
 
 // encode renders v as writeJSON does, into a body of its own.

@@ -69,8 +69,10 @@ type Server struct {
 	limiter *limiter
 	// gate queues API requests in arrival order beyond the store's ConnLimit (nil: no limit).
 	gate chan struct{}
-	// budget bounds the bytes of the response bodies rendered at once (nil: no limit).
+	// budget bounds the bytes of the response bodies rendered at once (nil: no limit); sizes
+	// are the largest documents seen, which size a list's share of it.
 	budget  *bodyBudget
+	sizes   docSizes
 	routes  []route
 	openAPI []byte
 }
