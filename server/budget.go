@@ -189,10 +189,10 @@ func (s *Server) pageBound(c *collection, limit int) int64 {
 // account (since it started), when the collection embeds children (an HTTPS edge grows with each
 // route) or is live. Otherwise limit times the largest document of the collection this server
 // has seen the account create, change or read, and at least a quarter of pageBound: pages of
-// small objects then pass several at a time rather than take turns, and a page larger than its
-// share (objects another replica made, or that this one has not shown since it started) passes
-// the budget by at most the page's bound, for at most four such pages per budget's worth. It
-// takes the rest once rendered, and the server learns its size.
+// small objects then pass several at a time rather than take turns. A page larger than its
+// share (objects another replica made, or that this one has not shown since it started) takes
+// the rest once rendered, and the server learns its size; as no share is under a quarter of
+// the bound, such pages make what is rendered at once at most four times the budget.
 func (s *Server) pageShare(account string, c *collection, limit int) int64 {
 	bound := s.pageBound(c, limit)
 	largest, ok := s.sizes.largest(account, c)
