@@ -86,7 +86,8 @@ func (copyBuffers) Get() []byte { return copyBufferPool.Get().([]byte) }
 
 func (copyBuffers) Put(b []byte) {
 	if cap(b) == 32<<10 {
-		copyBufferPool.Put(b[:cap(b)]) //nolint:staticcheck // a slice header per request, not 32 KiB
+		// Pooling the slice boxes its 24-byte header: one small allocation instead of 32 KiB.
+		copyBufferPool.Put(b[:cap(b)])
 	}
 }
 
