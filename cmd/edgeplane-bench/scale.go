@@ -307,6 +307,7 @@ func (r *scaleRunner) memStats(ctx context.Context) map[string]int64 {
 		if !ok {
 			continue
 		}
+		value, _, _ = strings.Cut(value, " / ") // "Stack = StackInuse / StackSys"
 		if n, err := strconv.ParseInt(value, 10, 64); err == nil {
 			out[name] = n
 		}
