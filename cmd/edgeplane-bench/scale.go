@@ -28,12 +28,12 @@ import (
 //     effect on traffic (scale_routes.go).
 //
 // It is separate from `traffic` because it takes longer and holds tens of thousands of sockets.
-const scaleUsage = `go run ./cmd/edgeplane-bench scale [-sessions 10000] [-edges 10000] [-routes-per-edge 10] [-changes 100] [-only sessions|routes] [-out bench/scale.md]`
+const scaleUsage = `go run ./cmd/edgeplane-bench scale [-sessions 10000] [-settle 150s] [-edges 10000] [-routes-per-edge 10] [-changes 100] [-only sessions|routes] [-out bench/scale.md]`
 
 type scaleConfig struct {
 	sessions, probes, openConc    int
 	edges, routesPerEdge, changes int
-	rest                          time.Duration
+	rest, settle                  time.Duration
 	window, warmup                time.Duration
 	rounds                        int
 	conc                          []int
@@ -58,6 +58,7 @@ func scaleBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.probes, "probes", 50, "sessions opened one at a time, each closed before the next, on the empty server and with -sessions held")
 	fs.IntVar(&cfg.openConc, "open-concurrency", 64, "sessions being opened at once while the -sessions are opened")
 	fs.DurationVar(&cfg.rest, "rest", 10*time.Second, "window over which CPU at rest is read")
+	fs.DurationVar(&cfg.settle, "settle", 150*time.Second, "wait after the sessions are open before RSS and CPU at rest are read (at least 15s; the Go runtime forces a GC every 2 minutes)")
 	fs.IntVar(&cfg.edges, "edges", 10000, "HTTPS edges of the large account (0 skips the scenario)")
 	fs.IntVar(&cfg.routesPerEdge, "routes-per-edge", 10, "routes of each edge (at most 64)")
 	fs.IntVar(&cfg.changes, "changes", 100, "API changes timed to their effect on traffic, in each account")
@@ -85,6 +86,8 @@ func scaleBench(ctx context.Context, args []string) error {
 		return errors.New(`-only must be "sessions" or "routes"`)
 	case cfg.sessions < 0 || cfg.probes < 1 || cfg.openConc < 1 || cfg.edges < 0 || cfg.changes < 1 || cfg.rounds < 1:
 		return errors.New("-sessions and -edges must be ≥ 0, -probes, -open-concurrency, -changes and -rounds ≥ 1")
+	case cfg.settle < 15*time.Second:
+		return errors.New("-settle must be at least 15s")
 	case cfg.routesPerEdge < 8 || cfg.routesPerEdge > 64:
 		return errors.New("-routes-per-edge must be from 8 to 64 (the measured route is /r7)")
 	}

@@ -19,7 +19,8 @@ import (
 type sessionResult struct {
 	n                  int           // sessions held
 	openTook           time.Duration // to open all of them, -open-concurrency at a time
-	rssEmpty, rssFull  int64         // edgeplane's RSS before the first session and with all held
+	rssEmpty, rssFull  int64         // edgeplane's RSS before the first session and with all held (after cfg.settle)
+	rssEarly           int64         // edgeplane's RSS 15 s after the last session was opened
 	cpuEmpty, cpuFull  time.Duration // edgeplane's CPU time over cfg.rest, empty and with all held
 	beats, disconnects int64         // heartbeats answered and sessions lost during the rest window
 	probeEmpty         []time.Duration
@@ -153,8 +154,10 @@ func (r *scaleRunner) runSessions(ctx context.Context) (*sessionResult, error) {
 		return nil, ctx.Err()
 	}
 	res.openTook = time.Since(t0)
-	logf("sessions: %d open in %s; settling 15 s", r.cfg.sessions, res.openTook.Round(time.Millisecond))
+	logf("sessions: %d open in %s; settling %s", r.cfg.sessions, res.openTook.Round(time.Millisecond), r.cfg.settle)
 	time.Sleep(15 * time.Second)
+	res.rssEarly, _ = currentRSS(srv.child)
+	time.Sleep(r.cfg.settle - 15*time.Second)
 	res.rssFull, _ = currentRSS(srv.child)
 	res.gFull, res.memFull = r.goroutines(ctx), r.memStats(ctx)
 	b0, dc0 := d.beats.Load(), d.disconnects.Load()
