@@ -48,6 +48,9 @@ type Tunnel struct {
 	// certificate); nil when nothing beyond the listener's defaults.
 	tls     *endpointTLS
 	started time.Time
+	// streams counts the proxy streams the agent has not answered yet, which a StopTunnel waits
+	// for (unanswered.go).
+	streams unanswered
 	// listener is the TCP listener a random-port tcp bind opened while choosing its port; the
 	// registry takes it over when the tunnel is added (Registry.tcp).
 	listener io.Closer
@@ -130,7 +133,7 @@ func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, p
 			return
 		}
 		_ = st.SetWriteDeadline(time.Time{})
-		ch <- result{st, nil}
+		ch <- result{t.streams.track(st), nil}
 	}()
 	select {
 	case r := <-ch:

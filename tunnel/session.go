@@ -282,6 +282,9 @@ func (s *session) stopTunnel(t *Tunnel, msg string) {
 		return
 	}
 	go func() {
+		// Out of routing now; the agent is told once the streams opened before have reached it
+		// (unanswered.go), so none of them is dropped unanswered by its side.
+		t.streams.wait(stopGrace)
 		st, err := s.mux.OpenTypedStream(typeStopTunnel)
 		if err != nil {
 			return
