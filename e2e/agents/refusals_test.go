@@ -126,6 +126,11 @@ func TestBindRefusals(t *testing.T) {
 	if st := w.call("POST", "/reserved_addrs", map[string]any{}, &ra); st != 201 {
 		t.Fatalf("reserve addr: %d", st)
 	}
+	// An address in the range that is not reserved: any port but the one just reserved.
+	unreserved := "127.0.0.1:24999"
+	if ra.Addr == unreserved {
+		unreserved = "127.0.0.1:24998"
+	}
 	ls := w.mustConnect(limited)
 	os := w.mustConnect(open)
 	ctx := context.Background()
@@ -151,7 +156,7 @@ func TestBindRefusals(t *testing.T) {
 		{"ACL permits a label", ls, config.LabeledTunnel(config.WithLabel("team", "web")), "ok"},
 		{"ACL refuses a label", ls, config.LabeledTunnel(config.WithLabel("team", "db")), "ERR_NGROK_399"},
 		{"name not reserved", os, config.HTTPEndpoint(config.WithDomain("stranger.example.org")), "ERR_NGROK_319"},
-		{"address not reserved", os, config.TCPEndpoint(config.WithRemoteAddr("127.0.0.1:24999")), "ERR_NGROK_307"},
+		{"address not reserved", os, config.TCPEndpoint(config.WithRemoteAddr(unreserved)), "ERR_NGROK_307"},
 		{"hostport of an edge", os, config.HTTPEndpoint(config.WithDomain("edge.example.com")), "ERR_NGROK_381"},
 		{"endpoint already online", os, config.HTTPEndpoint(config.WithDomain("ok.example.com")), "ERR_NGROK_334"},
 		{"oauth without a managed application", os, config.HTTPEndpoint(config.WithDomain("c.edgeplane.app"), config.WithOAuth("github")), "ERR_NGROK_3208"},
