@@ -199,12 +199,21 @@ func (g *Gateway) checkOnce() {
 	if len(sessions) == 0 {
 		return
 	}
+	// Each id once: many sessions share a credential (10,000 agents of one fleet sent the same
+	// id 10,000 times in every check).
+	seen := make(map[string]struct{}, len(sessions))
 	var ids []string
+	add := func(id string) {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			ids = append(ids, id)
+		}
+	}
 	for _, s := range sessions {
-		ids = append(ids, s.cred.ID)
+		add(s.cred.ID)
 		for _, t := range s.tunnelList() {
 			if t.reservation != "" {
-				ids = append(ids, t.reservation)
+				add(t.reservation)
 			}
 		}
 	}
