@@ -31,6 +31,10 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 		unenforcedPage(w, "edge", e.ID, e.Unenforced)
 		return
 	}
+	if !e.TLS.Admits(r.TLS) {
+		enforce.MisdirectedClientCert(w) // a keep-alive connection from before mutual_tls was on
+		return
+	}
 	route := e.Route(r.URL.Path)
 	if route == nil {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")

@@ -3,6 +3,7 @@ package plan
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"net/http"
 	"reflect"
 	"slices"
@@ -282,11 +283,31 @@ func (b *builder) tlsPolicy(t *ep.EndpointTLSTermination, m *ep.EndpointMutualTL
 		p.ClientCAs = x509.NewCertPool()
 		for _, ref := range m.CertificateAuthorities {
 			if ca := b.s.CAs[ref.ID]; ca != nil {
-				p.ClientCAs.AppendCertsFromPEM([]byte(ca.CAPEM))
+				for _, cert := range parsePEMCertificates([]byte(ca.CAPEM)) {
+					p.AddClientCA(cert)
+				}
 			}
 		}
 	}
 	return p
+}
+
+// parsePEMCertificates returns the certificates of a PEM bundle, skipping what does not parse
+// (the API checked the bundle when it was stored).
+func parsePEMCertificates(data []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			out = append(out, cert)
+		}
+	}
 }
 
 // backendOf resolves the backend module (nil when absent or disabled).

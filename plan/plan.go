@@ -6,6 +6,7 @@
 package plan
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
@@ -66,6 +67,42 @@ type TLSPolicy struct {
 	// MutualTLS is set when the mutual_tls module is on; ClientCAs may then be empty (its CAs
 	// were deleted), and every client certificate is refused.
 	MutualTLS bool
+	// roots are the SHA-256 digests of the CA certificates in ClientCAs, for Admits.
+	roots map[[32]byte]bool
+}
+
+// AddClientCA adds a CA a client certificate may chain to, turning mutual TLS on.
+func (t *TLSPolicy) AddClientCA(ca *x509.Certificate) {
+	if t.ClientCAs == nil {
+		t.ClientCAs = x509.NewCertPool()
+	}
+	if t.roots == nil {
+		t.roots = map[[32]byte]bool{}
+	}
+	t.MutualTLS = true
+	t.ClientCAs.AddCert(ca)
+	t.roots[sha256.Sum256(ca.Raw)] = true
+}
+
+// Admits reports whether a request on a connection of state may pass this policy's mutual TLS:
+// always when it has none, else when the connection's handshake verified a client certificate
+// chaining to one of its CAs now. The listener asks for the certificate in the handshake, by
+// server name; a keep-alive connection made before mutual TLS was turned on (or its CAs
+// changed) was never asked, so each request shows it again. A request it refuses is answered
+// 421, so that the client connects again and that handshake asks for the certificate.
+func (t TLSPolicy) Admits(state *tls.ConnectionState) bool {
+	if !t.MutualTLS {
+		return true
+	}
+	if state == nil {
+		return false
+	}
+	for _, chain := range state.VerifiedChains {
+		if n := len(chain); n > 0 && t.roots[sha256.Sum256(chain[n-1].Raw)] {
+			return true
+		}
+	}
+	return false
 }
 
 // Route is one route of an HTTPS edge.

@@ -36,9 +36,6 @@ type endpointTLS struct {
 	// cert is the agent's certificate and key for a terminated tls bind; nil presents the
 	// host's certificate (edgeplane's CA's, or the reserved domain's).
 	cert *tls.Certificate
-	// cas are the SHA-256 digests of the mutual TLS CAs' certificates: the roots a request's
-	// verified chain must end at (clientCertGuard).
-	cas map[[32]byte]bool
 	// digest identifies these settings: every pooled bind of an endpoint must ask the same,
 	// since a handshake cannot know which of them will serve the connection.
 	digest [32]byte
@@ -134,11 +131,9 @@ func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
 		if err != nil {
 			return nil, refuse(ep.AgentCodeBadBind, "mutual_tls: %v", err)
 		}
-		s.policy.MutualTLS, s.policy.ClientCAs, s.cas = true, x509.NewCertPool(), map[[32]byte]bool{}
 		h.Write([]byte("mutual_tls\n"))
 		for _, ca := range cas {
-			s.policy.ClientCAs.AddCert(ca)
-			s.cas[sha256.Sum256(ca.Raw)] = true
+			s.policy.AddClientCA(ca)
 			h.Write(ca.Raw)
 		}
 	}
@@ -158,37 +153,27 @@ func (s *endpointTLS) guard(proto string, c *enforce.Chain) *enforce.Chain {
 	if c == nil {
 		c = &enforce.Chain{}
 	}
-	c.HTTP = append([]enforce.Stage{&clientCertGuard{cas: s.cas}}, c.HTTP...)
+	c.HTTP = append([]enforce.Stage{&clientCertGuard{policy: s.policy}}, c.HTTP...)
 	return c
 }
 
 // clientCertGuard is the mutual_tls stage of an https bind: a request passes when its
-// connection's handshake verified a client certificate chain ending at one of the bind's CAs.
-// Any other is answered 421 with ERR_NGROK_3200, as a request on a connection made for another
-// name is: the client connects again, and that handshake asks for the certificate.
+// connection's handshake verified a client certificate chain ending at one of the bind's CAs
+// (plan.TLSPolicy.Admits, which HTTPS edges use too). Any other is answered 421 with
+// ERR_NGROK_3200, as a request on a connection made for another name is: the client connects
+// again, and that handshake asks for the certificate.
 type clientCertGuard struct {
-	cas map[[32]byte]bool
+	policy plan.TLSPolicy
 }
 
 func (g *clientCertGuard) Name() string { return "mutual_tls" }
 
 func (g *clientCertGuard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS != nil && g.admits(r.TLS.VerifiedChains) {
+		if g.policy.Admits(r.TLS) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("Connection", "close")
-		enforce.ErrorPage(w, http.StatusMisdirectedRequest, 3200,
-			"This connection was not made with a client certificate this endpoint accepts (mutual TLS); connect again and present one.")
+		enforce.MisdirectedClientCert(w)
 	})
-}
-
-func (g *clientCertGuard) admits(chains [][]*x509.Certificate) bool {
-	for _, chain := range chains {
-		if n := len(chain); n > 0 && g.cas[sha256.Sum256(chain[n-1].Raw)] {
-			return true
-		}
-	}
-	return false
 }
