@@ -325,10 +325,12 @@ func (s *Sessions) ReturnTo(r *http.Request) string {
 }
 
 // LocalPath returns p when it is a path on this host (not "//host" nor an absolute URL), else
-// the route's root: the return URL of a sign-in never sends the browser elsewhere.
+// the route's root: the return URL of a sign-in never sends the browser elsewhere. A backslash
+// anywhere is refused: browsers read it as "/", and http.Redirect cleans "/a/../\\evil.com" to
+// "/\\evil.com", which they follow to evil.com.
 func (s *Sessions) LocalPath(p string) string {
 	u, err := url.Parse(p)
-	if err != nil || p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") ||
+	if err != nil || p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') ||
 		u.Scheme != "" || u.Host != "" {
 		return s.cfg.Base + "/"
 	}

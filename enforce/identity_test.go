@@ -221,3 +221,21 @@ func TestIdentityHelpers(t *testing.T) {
 		t.Fatalf("denied %d %v", rec.Code, rec.Header())
 	}
 }
+
+// TestIdentityLocalPathAfterRedirectCleaning: the return URL of a sign-in goes through
+// http.Redirect, which cleans the path; what the browser gets must still be on this host (a
+// leading "//" or "/\" is another host to a browser).
+func TestIdentityLocalPathAfterRedirectCleaning(t *testing.T) {
+	s := newTestSessions(t, newTestClock(), nil)
+	for _, p := range []string{"/a/../\\evil.com", "/./\\evil.com/x", "/a/..\\/evil.com", "/\\/evil.com", "/ok/\\evil"} {
+		rec := httptest.NewRecorder()
+		http.Redirect(rec, httptest.NewRequest("GET", "/ngrok/oauth2/callback", nil), s.LocalPath(p), http.StatusFound)
+		loc := rec.Header().Get("Location")
+		if strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "/\\") || strings.Contains(loc, "\\") {
+			t.Errorf("LocalPath(%q) redirects to %q", p, loc)
+		}
+	}
+	if got := s.LocalPath("/a/b?c=%5Cd"); got != "/a/b?c=%5Cd" {
+		t.Errorf("an escaped backslash in the query was refused: %q", got)
+	}
+}
