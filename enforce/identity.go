@@ -344,29 +344,62 @@ func RandomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// identityHeaders are the headers edgeplane sets from the session; a client's own are removed.
-var identityHeaders = []string{HeaderUserEmail, HeaderUserID, HeaderUserName}
+// identityHeaderPrefix starts every identity header (ngrok's ngrok-auth-user-*, and any other
+// ngrok-auth-* a future module might set): a client's own are removed, whatever follows it.
+const identityHeaderPrefix = "Ngrok-Auth-"
 
-// StripIdentityHeaders removes every identity header a public client sent, so the upstream only
-// ever sees the ones edgeplane set.
+// StripIdentityHeaders removes every ngrok-auth-* header a public client sent, so the upstream
+// only ever sees the ones edgeplane set.
 func StripIdentityHeaders(h http.Header) {
-	for _, k := range identityHeaders {
-		h.Del(k)
+	for k := range h {
+		if len(k) >= len(identityHeaderPrefix) && strings.EqualFold(k[:len(identityHeaderPrefix)], identityHeaderPrefix) {
+			delete(h, k)
+		}
 	}
+}
+
+// headerValue makes an identity value (the provider's or the IdP's, so the user's own choice for
+// a name) safe as a header value: control characters (CR, LF, NUL…) become spaces, invalid
+// UTF-8 is replaced, and surrounding space is trimmed. Valid non-ASCII names are kept as UTF-8.
+func headerValue(v string) string {
+	v = strings.ToValidUTF8(v, "\uFFFD")
+	v = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, v)
+	return strings.TrimSpace(v)
 }
 
 // SetIdentityHeaders tells the upstream who signed in.
 func SetIdentityHeaders(h http.Header, id Identity) {
 	StripIdentityHeaders(h)
-	if id.Email != "" {
-		h.Set(HeaderUserEmail, id.Email)
+	if v := headerValue(id.Email); v != "" {
+		h.Set(HeaderUserEmail, v)
 	}
-	if id.UserID != "" {
-		h.Set(HeaderUserID, id.UserID)
+	if v := headerValue(id.UserID); v != "" {
+		h.Set(HeaderUserID, v)
 	}
-	if id.Name != "" {
-		h.Set(HeaderUserName, id.Name)
+	if v := headerValue(id.Name); v != "" {
+		h.Set(HeaderUserName, v)
 	}
+}
+
+// IdentityHeaderStrip is the stage of a sign-in module that is configured but disabled: it signs
+// no one in, but still removes the ngrok-auth-* headers a client sent, so an upstream that trusts
+// them while the module is on is not told a name of the client's choosing while it is off.
+type IdentityHeaderStrip struct{ Module string }
+
+// Name is the module's name.
+func (s IdentityHeaderStrip) Name() string { return s.Module }
+
+// Wrap removes the client's identity headers.
+func (s IdentityHeaderStrip) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		StripIdentityHeaders(r.Header)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // EmailAllowed reports whether email passes email_addresses and email_domains: with neither

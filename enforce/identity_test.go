@@ -239,3 +239,47 @@ func TestIdentityLocalPathAfterRedirectCleaning(t *testing.T) {
 		t.Errorf("an escaped backslash in the query was refused: %q", got)
 	}
 }
+
+// TestIdentityHeadersInjection: identity values come from the provider (a user's chosen name),
+// and client-sent ngrok-auth-* headers of any name never reach the upstream.
+func TestIdentityHeadersInjection(t *testing.T) {
+	h := http.Header{}
+	h.Set("Ngrok-Auth-User-Groups", "admins")
+	h["ngrok-auth-user-email"] = []string{"raw@x"} // not canonicalized, as a map literal could be
+	h.Set("Ngrok-Authz", "kept")                   // not of the ngrok-auth- family
+	SetIdentityHeaders(h, Identity{UserID: "7\r\nX-Admin: 1", Name: "Eve\nSet-Cookie: a=b", Email: "\x00e@x.y\x7f"})
+	if _, ok := h["Ngrok-Auth-User-Groups"]; ok {
+		t.Errorf("a client's Ngrok-Auth-User-Groups was kept: %v", h)
+	}
+	if _, ok := h["ngrok-auth-user-email"]; ok {
+		t.Errorf("a client's non-canonical ngrok-auth-user-email was kept: %v", h)
+	}
+	if h.Get("Ngrok-Authz") != "kept" {
+		t.Errorf("an unrelated header was removed: %v", h)
+	}
+	for _, k := range []string{HeaderUserEmail, HeaderUserID, HeaderUserName} {
+		if v := h.Get(k); strings.ContainsAny(v, "\r\n\x00\x7f") || v == "" {
+			t.Errorf("%s = %q", k, v)
+		}
+	}
+	var b strings.Builder
+	if err := h.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "\nX-Admin") || strings.Contains(b.String(), "\nSet-Cookie") {
+		t.Errorf("header injection:\n%s", b.String())
+	}
+	h = http.Header{}
+	SetIdentityHeaders(h, Identity{Name: "José \xff"})
+	if got := h.Get(HeaderUserName); got != "José \uFFFD" {
+		t.Errorf("name %q", got)
+	}
+	rec := httptest.NewRecorder()
+	var seen http.Header
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Ngrok-Auth-User-Email", "ceo@victim.com")
+	IdentityHeaderStrip{Module: "oauth"}.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header })).ServeHTTP(rec, r)
+	if seen == nil || seen.Get("Ngrok-Auth-User-Email") != "" {
+		t.Errorf("the disabled module's stage let the client's identity through: %v", seen)
+	}
+}

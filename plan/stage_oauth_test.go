@@ -54,3 +54,36 @@ func TestOAuthStage(t *testing.T) {
 		t.Fatalf("no session key: %q", rt.Unenforced)
 	}
 }
+
+// TestSignInModuleDisabledStripsIdentity: a sign-in module turned off (enabled: false) signs no
+// one in, but a client's own ngrok-auth-* headers still never reach the upstream, which trusts
+// them while the module is on.
+func TestSignInModuleDisabledStripsIdentity(t *testing.T) {
+	env := &Env{Outbound: http.DefaultClient, SessionKey: make([]byte, 32)}
+	secret := "s"
+	for name, set := range map[string]func(r *ep.HTTPSEdgeRoute){
+		"oauth": func(r *ep.HTTPSEdgeRoute) {
+			r.OAuth = &ep.EndpointOAuth{Enabled: false, Provider: &ep.EndpointOAuthProvider{Google: &ep.EndpointOAuthProviderApp{}}}
+		},
+		"oidc": func(r *ep.HTTPSEdgeRoute) {
+			r.OIDC = &ep.EndpointOIDC{Enabled: false, Issuer: "https://idp.test", ClientID: "c", ClientSecret: &secret}
+		},
+	} {
+		rt := signInRoute(env, set)
+		if rt.Unenforced != "" || rt.Chain == nil {
+			t.Fatalf("%s disabled: %+v", name, rt)
+		}
+		var seen http.Header
+		r := httptest.NewRequest("GET", "https://app.test/", nil)
+		r.Header.Set("Ngrok-Auth-User-Email", "ceo@victim.com")
+		r.Header.Set("Ngrok-Auth-User-Id", "1")
+		rec := httptest.NewRecorder()
+		rt.Chain.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() })).ServeHTTP(rec, r)
+		if seen == nil {
+			t.Fatalf("%s disabled: the request did not reach the upstream (%d)", name, rec.Code)
+		}
+		if seen.Get("Ngrok-Auth-User-Email") != "" || seen.Get("Ngrok-Auth-User-Id") != "" {
+			t.Errorf("%s disabled: the client's identity headers reached the upstream: %v", name, seen)
+		}
+	}
+}

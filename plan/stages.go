@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"reflect"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
@@ -34,6 +35,14 @@ func (b *builder) routeStages(r *ep.HTTPSEdgeRoute, rt *Route) error {
 		}
 		v := m.Get(r)
 		if v == nil || !enabledModule(v) {
+			if signInModules[m.Name] && configuredModule(v) {
+				// A sign-in module turned off still removes the client's ngrok-auth-* headers:
+				// the upstream trusts them while it is on.
+				if rt.Chain == nil {
+					rt.Chain = &enforce.Chain{}
+				}
+				rt.Chain.HTTP = append(rt.Chain.HTTP, enforce.IdentityHeaderStrip{Module: m.Name})
+			}
 			continue
 		}
 		st, err := build(v, b.s)
@@ -46,4 +55,16 @@ func (b *builder) routeStages(r *ep.HTTPSEdgeRoute, rt *Route) error {
 		rt.Chain.HTTP = append(rt.Chain.HTTP, st)
 	}
 	return nil
+}
+
+// signInModules are the route modules that tell the upstream who signed in (ngrok-auth-*).
+var signInModules = map[string]bool{"oauth": true, "oidc": true, "saml": true}
+
+// configuredModule reports whether a route holds a module's configuration (enabled or not).
+func configuredModule(v any) bool {
+	if v == nil {
+		return false
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() != reflect.Pointer || !rv.IsNil()
 }
