@@ -127,6 +127,7 @@ func fetchJWKS(ctx context.Context, client *http.Client, rawURL string) ([]jose.
 	if client == nil {
 		client = http.DefaultClient
 	}
+	client = httpsOnlyRedirects(client)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
@@ -174,4 +175,25 @@ func fetchJWKS(ctx context.Context, client *http.Client, rawURL string) ([]jose.
 		return nil, errors.New("the key set " + rawURL + " holds no public signing key")
 	}
 	return keys, nil
+}
+
+// httpsOnlyRedirects returns a copy of client that follows a redirect only to an https URL (and
+// otherwise applies client's own redirect policy): a key set or an identity provider's answer
+// must never come from an http URL it redirected to, where anyone on the path could forge it.
+func httpsOnlyRedirects(client *http.Client) *http.Client {
+	c := *client
+	prev := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != "https" {
+			return fmt.Errorf("refused a redirect to %s: not an https URL", req.URL.Redacted())
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
 }

@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -291,5 +292,34 @@ func TestJWTConfig(t *testing.T) {
 		if _, err := NewJWT(c); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestJWKSNoRedirectToHTTP: a key set URL is https, and a redirect from it to an http URL
+// (where anyone on the path could serve their own keys) is not followed.
+func TestJWKSNoRedirectToHTTP(t *testing.T) {
+	k := newTestKeys(t)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: k.rsa.Public(), KeyID: "forged", Algorithm: "RS256", Use: "sig"}}})
+	}))
+	defer plain.Close()
+	redir := httptest.NewTLSServer(http.RedirectHandler(plain.URL+"/keys", http.StatusFound))
+	defer redir.Close()
+	if keys, err := fetchJWKS(context.Background(), redir.Client(), redir.URL+"/jwks"); err == nil {
+		t.Fatalf("followed a redirect to http and got %d keys", len(keys))
+	}
+	// The identity providers' client (oauth, oidc) refuses it too.
+	if resp, err := boundedClient(redir.Client()).Get(redir.URL + "/token"); err == nil {
+		resp.Body.Close()
+		t.Fatal("the providers' client followed a redirect to http")
+	}
+	// A redirect to https is still followed.
+	good := newJWKSServer(t, jose.JSONWebKey{Key: k.rsa.Public(), KeyID: "r", Algorithm: "RS256", Use: "sig"})
+	hop := httptest.NewTLSServer(http.RedirectHandler(good.URL+"/keys", http.StatusFound))
+	defer hop.Close()
+	client := hop.Client()
+	client.Transport.(*http.Transport).TLSClientConfig.RootCAs.AddCert(good.Certificate())
+	if keys, err := fetchJWKS(context.Background(), client, hop.URL+"/jwks"); err != nil || len(keys) != 1 {
+		t.Fatalf("https redirect: %v %d", err, len(keys))
 	}
 }

@@ -191,7 +191,7 @@ func boundedClient(client *http.Client) *http.Client {
 		base = http.DefaultTransport
 	}
 	c.Transport = limitTransport{base}
-	return &c
+	return httpsOnlyRedirects(&c)
 }
 
 type limitTransport struct{ base http.RoundTripper }
