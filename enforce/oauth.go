@@ -226,6 +226,17 @@ func (b *oauthBackend) user(ctx context.Context, token string) (Identity, error)
 	if v, ok := raw["email_verified"].(bool); ok && !v {
 		id.Email = ""
 	}
+	if b.cfg.Provider == "microsoft" {
+		// Graph's mail is whatever the user's tenant (any tenant: the endpoint is "common") put
+		// there, never verified: a tenant of the attacker's could name ceo@victim.com and pass
+		// email_domains ("nOAuth"). A member's userPrincipalName must be in a domain its
+		// tenant verified (or a personal account's own sign-in address), so only it is used; a
+		// guest's (#EXT#) is not an address.
+		id.Email = ""
+		if upn, _ := raw["userPrincipalName"].(string); strings.Contains(upn, "@") && !strings.Contains(upn, "#EXT#") {
+			id.Email = upn
+		}
+	}
 	if id.UserID == "" {
 		return Identity{}, errors.New("the provider's user has no id")
 	}

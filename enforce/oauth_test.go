@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -258,4 +259,41 @@ func TestOAuthErrors(t *testing.T) {
 	hb := githubEdge(t, g, clock, func(c *OAuthConfig) { c.Endpoints.TokenURL = huge.URL + "/token"; c.Client = huge.Client() })
 	resp, _ = get(t, browser(t, hb), hb.URL+"/")
 	wantCode(t, resp, 502, "ERR_NGROK_5211")
+}
+
+// TestOAuthMicrosoftMailNotTrusted: Microsoft Graph's mail is set by the user's tenant and never
+// verified, so it must not pass email_domains; the user principal name (in a domain the tenant
+// verified) is the email.
+func TestOAuthMicrosoftMailNotTrusted(t *testing.T) {
+	var me string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(me))
+	}))
+	defer srv.Close()
+	st, err := NewOAuth(OAuthConfig{Provider: "microsoft", App: OAuthApp{"cid", "cs"}, EmailDomains: []string{"victim.com"},
+		Endpoints: &OAuthEndpoints{srv.URL + "/auth", srv.URL + "/token", srv.URL + "/me"}, Client: srv.Client(), Session: SessionConfig{Key: testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.(*signIn).b.(*oauthBackend)
+	for _, c := range []struct {
+		me, email string
+	}{
+		{`{"id":"1","displayName":"Eve","mail":"ceo@victim.com","userPrincipalName":"eve@attacker.onmicrosoft.com"}`, "eve@attacker.onmicrosoft.com"},
+		{`{"id":"2","mail":"ceo@victim.com","userPrincipalName":"ceo_victim.com#EXT#@attacker.onmicrosoft.com"}`, ""},
+		{`{"id":"3","mail":"other@elsewhere.org","userPrincipalName":"ann@victim.com"}`, "ann@victim.com"},
+	} {
+		me = c.me
+		id, err := b.user(context.Background(), "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.Email != c.email {
+			t.Errorf("%s: email %q, want %q", c.me, id.Email, c.email)
+		}
+		if want := c.email == "ann@victim.com"; b.allowed(id) != want {
+			t.Errorf("%s: allowed %v", c.me, !want)
+		}
+	}
 }
