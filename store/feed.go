@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -26,6 +27,9 @@ const AllAccounts = "*"
 type feed struct {
 	mu   sync.Mutex
 	subs []*Subscription
+	// snaps keeps the accounts' documents between snapshots (snapcache.go); an announcement of
+	// AllAccounts (a lost notification channel, a restore) empties it.
+	snaps snapCache
 }
 
 // Subscription receives the accounts whose configuration changed.
@@ -76,6 +80,9 @@ func (sub *Subscription) Close() {
 
 // announce tells every subscriber that account changed.
 func (f *feed) announce(account string) {
+	if account == AllAccounts {
+		f.snaps.reset()
+	}
 	f.mu.Lock()
 	subs := f.subs
 	f.mu.Unlock()
@@ -118,24 +125,35 @@ const notifyChannel = "edgeplane_changes"
 // backends, IP policy rules, certificate authorities and reserved domains, the TLS
 // certificates attached to those domains with their private keys (decrypted: the public
 // listener serves them), and the SAML request signing keys of its routes. The secrets inside
-// documents (webhook secrets, OAuth and OIDC client secrets) are opened in place: the data plane
-// verifies and signs in with them.
+// documents (webhook secrets, OAuth and OIDC client secrets) are opened: the data plane
+// verifies and signs in with them. The documents returned are shared with later snapshots of
+// the account and must not be changed (the HTTPS edges excepted: each snapshot has its own).
 func (s *Store) Snapshot(ctx context.Context, account string) (*SnapshotDocs, error) {
 	kinds := []*ep.Resource{ep.HTTPSEdges, ep.HTTPSEdgeRoutes, ep.TLSEdges, ep.TCPEdges, ep.IPPolicyRules,
 		ep.CertificateAuthorities, ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends,
 		ep.FailoverBackends, ep.WeightedBackends, ep.ReservedDomains}
 	out := &SnapshotDocs{Account: account, ByKind: map[*ep.Resource][]ep.Document{}, Keys: map[string]string{}}
+	// The documents come from the snapshot cache (snapcache.go), which reads only the rows
+	// changed since the account's last snapshot.
+	cached, gen := s.feed.snaps.take(account, time.Now())
+	if cached == nil {
+		cached = &snapAccount{kinds: map[string]map[string]snapEntry{}}
+	}
+	cached.bytes = 0
 	for _, res := range kinds {
-		docs, err := s.accountObjects(ctx, account, res)
+		docs, err := s.snapshotObjects(ctx, account, res, cached)
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range docs {
-			if err := s.openFields(res, d); err != nil {
-				return nil, err
-			}
-		}
 		out.ByKind[res] = docs
+	}
+	cached.used = time.Now()
+	s.feed.snaps.put(account, cached, gen)
+	// The cached documents are shared by every snapshot of the account and must stay as read;
+	// the planner sets the routes of the HTTPS edges it is given, so those are copies.
+	for i, d := range out.ByKind[ep.HTTPSEdges] {
+		e := *d.(*ep.HTTPSEdge)
+		out.ByKind[ep.HTTPSEdges][i] = &e
 	}
 	for _, d := range out.ByKind[ep.ReservedDomains] {
 		rd := d.(*ep.ReservedDomain)

@@ -295,6 +295,8 @@ func (v *txView) Secret(id string) (string, error) {
 // it with EDGEPLANE_SECRET_KEY=NEW,OLD; it returns how many secrets it rewrote. Nothing is
 // rewritten when any secret fails to decrypt.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
+	// The snapshot cache holds opened secrets read under the old sealing: it starts over.
+	defer s.feed.snaps.reset()
 	n := 0
 	err := s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
 		n = 0 // the committer may run a function again (writer.go)
