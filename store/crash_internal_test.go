@@ -60,7 +60,8 @@ func TestConnClosedMidQuery(t *testing.T) {
 		stmt <- err
 	}()
 	for waiting := false; !waiting; {
-		err := direct.QueryRowContext(ctx, `SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
+		// wait_event_type is NULL while the backend is running rather than waiting: not yet.
+		err := direct.QueryRowContext(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
