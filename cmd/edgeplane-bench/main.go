@@ -209,16 +209,23 @@ func bench(ctx context.Context, args []string) error {
 		b.notes = append(b.notes, "PostgreSQL was not measured: set "+testdb.PostgresEnv+" to a DSN to include it.")
 	}
 	report := b.report(time.Since(started))
+	return publish(report, cfg.out)
+}
+
+// publish prints a benchmark's report and, when out is set, writes it there too (the README and
+// docs/performance.md quote those files).
+func publish(report, out string) error {
 	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
+	if out == "" {
+		return nil
 	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", out)
 	return nil
 }
 

@@ -135,17 +135,7 @@ func scaleBench(ctx context.Context, args []string) error {
 		r.notes = append(r.notes, fmt.Sprintf("Load average (1, 5, 15 min; /proc/loadavg) on this 2-core machine: %s at the start of the routes scenario, %s at its end.", load, loadAverage()))
 	}
 	report := r.report(time.Since(started))
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
-	}
-	return nil
+	return publish(report, cfg.out)
 }
 
 // raiseFileLimit sets this process's soft limit of open files to its hard limit; the edgeplane

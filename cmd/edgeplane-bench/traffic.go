@@ -138,17 +138,7 @@ func trafficBench(ctx context.Context, args []string) error {
 		return err
 	}
 	report := b.report(time.Since(started))
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return err
-		}
-		logf("wrote %s", cfg.out)
-	}
-	return nil
+	return publish(report, cfg.out)
 }
 
 // build compiles edgeplane. With -profile it adds, through the go command's -overlay (the source
