@@ -34,13 +34,8 @@ func init() {
 
 func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
 	var o struct {
-		Provider           string   `json:"provider"`
-		ClientID           string   `json:"client_id"`
-		ClientSecret       string   `json:"client_secret"`
-		SealedClientSecret []byte   `json:"sealed_client_secret"`
-		AllowEmails        []string `json:"allow_emails"`
-		AllowDomains       []string `json:"allow_domains"`
-		Scopes             []string `json:"scopes"`
+		Provider string `json:"provider"`
+		signInClient
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
 		return nil, errors.New("the option is not a JSON object")
@@ -53,8 +48,8 @@ func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
 		return nil, &optionRefusal{codeOAuthProvider, fmt.Sprintf("OAuth provider %q is not supported; supported providers: %s",
 			o.Provider, strings.Join(ep.OAuthProviders, ", "))}
 	}
-	if o.ClientSecret == "" && len(o.SealedClientSecret) > 0 {
-		return nil, &optionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: WithOAuthClientSecret)"}
+	if err := o.sealedOnly("WithOAuthClientSecret"); err != nil {
+		return nil, err
 	}
 	if (o.ClientID == "") != (o.ClientSecret == "") {
 		return nil, &optionRefusal{codeOAuthHalfClient, "give both client_id and client_secret for your own OAuth application, or neither for this server's managed one"}
@@ -82,4 +77,25 @@ func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
 		c.Endpoints = &e
 	}
 	return enforce.NewOAuth(c)
+}
+
+// signInClient is what the oauth and oidc bind options share: the agent's own client (its
+// secret, or one sealed for ngrok's servers) and who may pass.
+type signInClient struct {
+	ClientID           string   `json:"client_id"`
+	ClientSecret       string   `json:"client_secret"`
+	SealedClientSecret []byte   `json:"sealed_client_secret"`
+	AllowEmails        []string `json:"allow_emails"`
+	AllowDomains       []string `json:"allow_domains"`
+	Scopes             []string `json:"scopes"`
+}
+
+// sealedOnly refuses an option whose only client secret is sealed: it is encrypted for ngrok's
+// servers and edgeplane cannot open it (ERR_NGROK_3208, like any option this server cannot
+// apply as given). option names the agent's setting for the secret itself.
+func (c signInClient) sealedOnly(option string) error {
+	if c.ClientSecret == "" && len(c.SealedClientSecret) > 0 {
+		return &optionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: " + option + ")"}
+	}
+	return nil
 }

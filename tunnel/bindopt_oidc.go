@@ -37,19 +37,14 @@ func SetSignInEnv(e SignInEnv) { signInEnv.Store(&e) }
 func init() {
 	registerBindStage("oidc", func(raw json.RawMessage) (enforce.Stage, error) {
 		var o struct {
-			IssuerURL          string   `json:"issuer_url"`
-			ClientID           string   `json:"client_id"`
-			ClientSecret       string   `json:"client_secret"`
-			SealedClientSecret []byte   `json:"sealed_client_secret"`
-			AllowEmails        []string `json:"allow_emails"`
-			AllowDomains       []string `json:"allow_domains"`
-			Scopes             []string `json:"scopes"`
+			IssuerURL string `json:"issuer_url"`
+			signInClient
 		}
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return nil, errors.New("the option is not a JSON object")
 		}
-		if o.ClientSecret == "" && len(o.SealedClientSecret) > 0 {
-			return nil, errors.New("only a sealed client secret was given; sealed secrets are encrypted for ngrok's servers and edgeplane cannot open them, so give the client secret itself")
+		if err := o.sealedOnly("the clientSecret argument of WithOIDC"); err != nil {
+			return nil, err
 		}
 		env := signInEnv.Load()
 		if env == nil || len(env.SessionKey) != 32 || env.Outbound == nil {

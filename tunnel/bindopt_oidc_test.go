@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	ep "github.com/edgeplane/edgeplane"
 )
 
 // TestOIDCBindOption: the oidc bind option builds the sign-in stage from the agent's JSON, and
@@ -30,5 +32,10 @@ func TestOIDCBindOption(t *testing.T) {
 		if _, err := build(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", raw, err, want)
 		}
+	}
+	// A sealed secret only is an option this server cannot apply as given: 3208, as for oauth.
+	_, err := build(json.RawMessage(`{"issuer_url":"https://idp.example","client_id":"c","sealed_client_secret":"AAEC"}`))
+	if code := refusalCode(err); code != ep.AgentCodeUnsupportedOpt {
+		t.Errorf("a sealed secret only refuses with %d, want %d", code, ep.AgentCodeUnsupportedOpt)
 	}
 }
