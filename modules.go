@@ -112,15 +112,24 @@ func deleteOnly[P any](parent *Resource, name string, present func(*P) bool, cle
 	}
 }
 
-// ModulesOf returns the module table entries of a parent collection.
+// ModulesOf returns the module table entries of a parent collection, in table order; the
+// slice is shared and must not be changed.
 func ModulesOf(parent *Resource) []*Module {
-	var out []*Module
-	for _, m := range Modules {
-		if m.Parent == parent {
-			out = append(out, m)
+	modulesByParent.once.Do(func() {
+		modulesByParent.m = map[*Resource][]*Module{}
+		for _, m := range Modules {
+			modulesByParent.m[m.Parent] = append(modulesByParent.m[m.Parent], m)
 		}
-	}
-	return out
+	})
+	return modulesByParent.m[parent]
+}
+
+// modulesByParent indexes the module table by parent once: the data plane asks for a route's
+// modules for every route of every rebuild (10% of a rebuild's time at 100,000 routes when
+// each call filtered the whole table). The slices are shared and must not be changed.
+var modulesByParent struct {
+	once sync.Once
+	m    map[*Resource][]*Module
 }
 
 func moduleNamed(parent *Resource, name string) *Module {
