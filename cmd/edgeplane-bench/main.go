@@ -212,6 +212,19 @@ func bench(ctx context.Context, args []string) error {
 	return publish(report, cfg.out)
 }
 
+// parseConcurrencies reads -concurrency: comma-separated numbers from 1 to 256.
+func parseConcurrencies(list string) ([]int, error) {
+	var out []int
+	for s := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 256 {
+			return nil, fmt.Errorf("-concurrency: %q is not a number from 1 to 256", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // publish prints a benchmark's report and, when out is set, writes it there too (the README and
 // docs/performance.md quote those files).
 func publish(report, out string) error {

@@ -74,13 +74,11 @@ func scaleBench(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for s := range strings.SplitSeq(*concs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 256 {
-			return fmt.Errorf("-concurrency: %q is not a number from 1 to 256", s)
-		}
-		cfg.conc = append(cfg.conc, n)
+	conc, err := parseConcurrencies(*concs)
+	if err != nil {
+		return err
 	}
+	cfg.conc = conc
 	switch {
 	case cfg.only != "" && cfg.only != "sessions" && cfg.only != "routes":
 		return errors.New(`-only must be "sessions" or "routes"`)

@@ -90,13 +90,11 @@ func trafficBench(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for s := range strings.SplitSeq(*concs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || n > 256 {
-			return fmt.Errorf("-concurrency: %q is not a number from 1 to 256", s)
-		}
-		cfg.conc = append(cfg.conc, n)
+	conc, err := parseConcurrencies(*concs)
+	if err != nil {
+		return err
 	}
+	cfg.conc = conc
 	size, err := parseSize(*bulk)
 	if err != nil {
 		return fmt.Errorf("-bulk: %w", err)

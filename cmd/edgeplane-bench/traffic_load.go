@@ -129,20 +129,7 @@ func measureRound(ctx context.Context, p *trafficPath, conc int, warmup, window 
 			}
 		}()
 	}
-	cpu0 := make([]time.Duration, len(p.middle))
-	select {
-	case <-time.After(time.Until(measureFrom)):
-		for i, c := range p.middle {
-			cpu0[i], _ = c.cpu()
-		}
-	case <-ctx.Done():
-	}
-	wg.Wait()
-	out.elapsed = time.Since(measureFrom)
-	for i, c := range p.middle {
-		cpu1, _ := c.cpu()
-		out.cpu = append(out.cpu, cpu1-cpu0[i])
-	}
+	out.elapsed, out.cpu = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
@@ -271,4 +258,25 @@ func currentRSS(c *child) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", c.pid())
+}
+
+// cpuWindow measures the CPU the middle processes spend from measureFrom until wait returns (the
+// load's workers are done), and how long that window was: the CPU per request of a path.
+func cpuWindow(ctx context.Context, middle []*child, measureFrom time.Time, wait func()) (time.Duration, []time.Duration) {
+	cpu0 := make([]time.Duration, len(middle))
+	select {
+	case <-time.After(time.Until(measureFrom)):
+		for i, c := range middle {
+			cpu0[i], _ = c.cpu()
+		}
+	case <-ctx.Done():
+	}
+	wait()
+	elapsed := time.Since(measureFrom)
+	cpu := make([]time.Duration, 0, len(middle))
+	for i, c := range middle {
+		cpu1, _ := c.cpu()
+		cpu = append(cpu, cpu1-cpu0[i])
+	}
+	return elapsed, cpu
 }

@@ -225,20 +225,7 @@ func measureConns(ctx context.Context, p *connPath, conc int, warmup, window tim
 			}
 		})
 	}
-	cpu0 := make([]time.Duration, len(p.middle))
-	select {
-	case <-time.After(time.Until(measureFrom)):
-		for i, c := range p.middle {
-			cpu0[i], _ = c.cpu()
-		}
-	case <-ctx.Done():
-	}
-	wg.Wait()
-	out.elapsed = time.Since(measureFrom)
-	for i, c := range p.middle {
-		cpu1, _ := c.cpu()
-		out.cpu = append(out.cpu, cpu1-cpu0[i])
-	}
+	out.elapsed, out.cpu = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
 	var all []time.Duration
 	for _, r := range results {
 		all = append(all, r.lat...)
