@@ -27,6 +27,9 @@ type Endpoint interface {
 	ID() string
 	// Chain is the stages of the endpoint's modules; nil when it has none.
 	Chain() *enforce.Chain
+	// HTTPHandler returns the handler build makes, built on the first call and kept: the
+	// endpoint's stages are composed once per bind, not per request.
+	HTTPHandler(build func() http.Handler) http.Handler
 	// AllowConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
 	// agent; false means the connection is to be closed.

@@ -121,15 +121,21 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
-	clientAddr := r.RemoteAddr
-	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ep.HTTPHandler(func() http.Handler { return ep.Chain().Handler(p.endpointFinal(ep, proto)) }).ServeHTTP(w, r)
+}
+
+// endpointFinal is the handler behind an endpoint's stages: carry the request to the agent.
+// It is built once per bind (Endpoint.HTTPHandler); what varies per request comes from it.
+func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
+	key := "e" + hashKey(ep.ID())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clientAddr := r.RemoteAddr
 		dial := func(ctx context.Context) (net.Conn, error) { return ep.Dial(ctx, clientAddr, proto, "", false) }
 		if enforce.CarryRaw(r, dial) {
 			return // websocket_tcp_converter: the websocket was carried as a raw stream
 		}
-		p.forward(w, r, proto, target{key: "e" + hashKey(ep.ID()), dial: dial})
+		p.forward(w, r, proto, target{key: key, dial: dial})
 	})
-	ep.Chain().Handler(final).ServeHTTP(w, r)
 }
 
 // forward carries a request to a target's connection, through the transport's pool: a

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"net/http"
 	"testing"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -18,11 +19,12 @@ type tlsEndpoint struct {
 	cert   *tls.Certificate
 }
 
-func (e *tlsEndpoint) ID() string                                    { return "tn_test" }
-func (e *tlsEndpoint) Chain() *enforce.Chain                         { return nil }
-func (e *tlsEndpoint) AllowConn(net.Conn) bool                       { return true }
-func (e *tlsEndpoint) Passthrough() bool                             { return false }
-func (e *tlsEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) { return e.policy, e.cert }
+func (e *tlsEndpoint) ID() string                                         { return "tn_test" }
+func (e *tlsEndpoint) Chain() *enforce.Chain                              { return nil }
+func (e *tlsEndpoint) AllowConn(net.Conn) bool                            { return true }
+func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
+func (e *tlsEndpoint) Passthrough() bool                                  { return false }
+func (e *tlsEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate)      { return e.policy, e.cert }
 func (e *tlsEndpoint) Dial(context.Context, string, string, string, bool) (net.Conn, error) {
 	return nil, net.ErrClosed
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -48,6 +49,12 @@ type Tunnel struct {
 	// certificate); nil when nothing beyond the listener's defaults.
 	tls     *endpointTLS
 	started time.Time
+	// handler is the endpoint's HTTP handler (its stages in front of the proxy), built once by
+	// HTTPHandler for the life of the bind.
+	handler struct {
+		once sync.Once
+		h    http.Handler
+	}
 	// streams counts the proxy streams the agent has not answered yet, which a StopTunnel waits
 	// for (unanswered.go).
 	streams unanswered
@@ -64,6 +71,14 @@ func (t *Tunnel) Proto() string { return t.proto }
 
 // Chain is the stages of the modules the bind asked for; nil when none.
 func (t *Tunnel) Chain() *enforce.Chain { return t.chain }
+
+// HTTPHandler returns the endpoint's HTTP handler, built by build on first use and kept for the
+// life of the bind: its stages are wrapped once, not on every request. A bind's chain never
+// changes (a new bind is a new Tunnel), and one ingress server serves it.
+func (t *Tunnel) HTTPHandler(build func() http.Handler) http.Handler {
+	t.handler.once.Do(func() { t.handler.h = build() })
+	return t.handler.h
+}
 
 // AllowConn runs the endpoint's connection stages on a public connection of a tcp or tls bind
 // before any byte is carried: the IP restriction, then the on_tcp_connect rules of its traffic
