@@ -4,37 +4,9 @@ package serving
 
 import (
 	"io"
-	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 )
-
-// DefaultGCPercent is the garbage collector target of a server unless GOGC is set. The server's
-// live heap is a few megabytes, so Go's default of 100 collected dozens of times a second under
-// load; 400 took about a tenth off the CPU of a create for some 20 MB more memory (measured with
-// edgeplane-bench; docs/decisions.md, "The request log and the garbage collector").
-const DefaultGCPercent = 400
-
-// DefaultMemoryLimit is the garbage collector's soft memory limit unless GOMEMLIMIT is set. With
-// DefaultGCPercent alone the heap may grow to five times what is live: harmless for the few
-// megabytes of a usual server, but the read cache (64 MiB) and the answers being rendered (see
-// server.DefaultResponseBytes) of a hostile account are far more, and five times them is
-// gigabytes. Near the limit the collector runs as often as it must, so the process stays within
-// the performance target (150 MB resident) while what is live fits; a server with more live data
-// (many agents, a larger cache) needs GOMEMLIMIT raised, or the collector works harder for it.
-const DefaultMemoryLimit = 88 << 20
-
-// SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise, and
-// DefaultMemoryLimit unless GOMEMLIMIT does.
-func SetGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(DefaultGCPercent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(DefaultMemoryLimit)
-	}
-}
 
 // LogWriter writes the log lines of a busy server in batches. A server answering thousands of
 // requests a second logs a line for each; one write system call per line was a tenth of the CPU
