@@ -42,8 +42,8 @@ type Config struct {
 }
 
 // Heartbeat and freshness. An agent pings every HeartbeatInterval (10 s by default) and expects
-// its echo within its tolerance; edgeplane pings agents the same way and drops a session whose
-// agent stops answering. Session rows are refreshed every touchInterval and count as online for
+// its echo within its tolerance; edgeplane echoes and drops a session whose agent has not pinged
+// within interval + tolerance (heartbeat.go). Session rows are refreshed every touchInterval and count as online for
 // store.LiveTolerance after their replica last refreshed them.
 const (
 	handshakeTimeout = 10 * time.Second

@@ -22,7 +22,7 @@ import (
 type session struct {
 	gw   *Gateway
 	conn *tls.Conn
-	mux  *muxado.Heartbeat
+	mux  muxado.TypedStreamSession
 	id   string
 	// conn names this connection in the session row (store.AgentSessionRow.Conn).
 	connID  string
@@ -40,6 +40,12 @@ type session struct {
 	// authed is set once Auth succeeded (read by the authentication deadline's timer).
 	authed atomic.Bool
 	rpcs   chan struct{}
+
+	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
+	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.
+	beating    bool
+	watchdog   *time.Timer
+	beatWindow time.Duration
 }
 
 func newSession(g *Gateway, conn *tls.Conn) *session {
@@ -57,7 +63,7 @@ func (s *session) run() {
 	// 256 KiB: muxado does not announce a window, each side assumes its own for the peer, so a
 	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
 	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: newSingleWriteFramer})
-	s.mux = muxado.NewHeartbeat(muxado.NewTypedStreamSession(mux), s.onBeat, muxado.NewHeartbeatConfig())
+	s.mux = muxado.NewTypedStreamSession(mux)
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
 			s.close()
@@ -71,6 +77,10 @@ func (s *session) run() {
 			s.gw.log.Debug("agent session: accept ended", "session", s.id, "err", err)
 			return
 		}
+		if st.StreamType() == heartbeatType {
+			s.acceptHeartbeat(st)
+			continue
+		}
 		if !authed {
 			if st.StreamType() != typeAuth {
 				st.Close()
@@ -83,7 +93,7 @@ func (s *session) run() {
 			netx.Trust(s.conn) // off the per-address count of unauthenticated connections
 			s.authed.Store(true)
 			authTimer.Stop()
-			s.startHeartbeat()
+			s.startWatchdog()
 			continue
 		}
 		select {
@@ -97,28 +107,6 @@ func (s *session) run() {
 			s.serveRPC(st)
 		}()
 	}
-}
-
-// onBeat is the heartbeat's callback: a missed echo ends the session.
-func (s *session) onBeat(_ time.Duration, timeout bool) {
-	if timeout {
-		s.gw.log.Info("agent session ended: heartbeat missed", "session", s.id)
-		s.close()
-	}
-}
-
-// startHeartbeat pings the agent at the interval it asked for, within its tolerance.
-func (s *session) startHeartbeat() {
-	iv, tol := time.Duration(s.auth.Extra.HeartbeatInterval), time.Duration(s.auth.Extra.HeartbeatTolerance)
-	if iv < time.Second || iv > 5*time.Minute {
-		iv = 10 * time.Second
-	}
-	if tol < time.Second || tol > 5*time.Minute {
-		tol = 15 * time.Second
-	}
-	s.mux.SetInterval(iv)
-	s.mux.SetTolerance(tol)
-	s.mux.Start()
 }
 
 func (s *session) serveRPC(st muxado.TypedStream) {
@@ -301,6 +289,7 @@ func (s *session) stopTunnel(t *Tunnel, msg string) {
 func (s *session) close() {
 	s.once.Do(func() {
 		close(s.done)
+		s.stopWatchdog()
 		if s.mux != nil {
 			s.mux.Close()
 		} else {

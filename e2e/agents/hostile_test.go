@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -82,7 +83,7 @@ func TestHostileAgents(t *testing.T) {
 		}
 	})
 
-	t.Run("a session that stops answering heartbeats is dropped", func(t *testing.T) {
+	t.Run("a session whose agent never pings is dropped", func(t *testing.T) {
 		sess, c := w.rawSession(t)
 		var resp struct{ Error, ClientId string }
 		auth := map[string]any{"Version": []string{"3"}, "Extra": map[string]any{"Authtoken": token,
@@ -90,13 +91,77 @@ func TestHostileAgents(t *testing.T) {
 		if err := rpc(sess, 0, auth, &resp); err != nil || resp.Error != "" || resp.ClientId == "" {
 			t.Fatalf("auth: %v %+v", err, resp)
 		}
-		// This client never accepts the server's heartbeat stream, so no ping is answered.
+		// This client never opens a heartbeat stream, so edgeplane hears no ping.
 		start := time.Now()
-		if !closedWithin(c, 6*time.Second) {
-			t.Fatalf("the session outlived its heartbeat tolerance")
+		if !closedWithin(c, 20*time.Second) {
+			t.Fatalf("the session outlived its heartbeat window")
 		}
 		if took := time.Since(start); took < 1500*time.Millisecond {
 			t.Errorf("dropped after %v, before interval+tolerance (2s)", took)
+		}
+	})
+
+	t.Run("pings are echoed and keep the session; one heartbeat stream per session", func(t *testing.T) {
+		sess, c := w.rawSession(t)
+		// Like every agent, open the heartbeat stream before Auth.
+		hb, err := sess.OpenTypedStream(0xFFFFFFFF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp struct{ Error, ClientId string }
+		auth := map[string]any{"Version": []string{"3"}, "Extra": map[string]any{"Authtoken": token,
+			"HeartbeatInterval": int64(time.Second), "HeartbeatTolerance": int64(time.Second)}}
+		if err := rpc(sess, 0, auth, &resp); err != nil || resp.Error != "" || resp.ClientId == "" {
+			t.Fatalf("auth: %v %+v", err, resp)
+		}
+		// Ping every half second, as an agent with a 1 s interval would, in the background; every
+		// ping must come back unchanged.
+		stop, pinged := make(chan struct{}), make(chan error, 1)
+		go func() {
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					pinged <- nil
+					return
+				case <-tick.C:
+				}
+				ping := []byte{0xde, 0xad, byte(i), 0x01}
+				echo := make([]byte, 4)
+				_ = hb.SetReadDeadline(time.Now().Add(20 * time.Second))
+				if _, err := hb.Write(ping); err != nil {
+					pinged <- fmt.Errorf("ping %d: %v", i, err)
+					return
+				}
+				if _, err := io.ReadFull(hb, echo); err != nil || !bytes.Equal(echo, ping) {
+					pinged <- fmt.Errorf("ping %d: echo %x, %v; want %x", i, echo, err, ping)
+					return
+				}
+			}
+		}()
+		time.Sleep(6 * time.Second) // three heartbeat windows
+		// A second heartbeat stream is closed unanswered: one echo goroutine per session.
+		hb2, err := sess.OpenTypedStream(0xFFFFFFFF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = hb2.Write([]byte{1, 2, 3, 4})
+		_ = hb2.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if n, err := io.ReadFull(hb2, make([]byte, 4)); err == nil {
+			t.Errorf("a second heartbeat stream was echoed (%d bytes)", n)
+		}
+		var info struct{ Region *string }
+		if err := rpc(sess, 8, map[string]any{}, &info); err != nil || info.Region == nil {
+			t.Errorf("the session did not survive three heartbeat windows of pings: %v %+v", err, info)
+		}
+		close(stop)
+		if err := <-pinged; err != nil {
+			t.Fatal(err)
+		}
+		// Once the pings stop, the session ends.
+		if !closedWithin(c, 20*time.Second) {
+			t.Errorf("the session outlived its heartbeat window after the pings stopped")
 		}
 	})
 
