@@ -104,7 +104,24 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 		}
 		tp.response = append(tp.response, pr)
 	}
+	forgetConfigs(p.OnHTTPRequest, p.OnHTTPResponse)
 	return tp, nil
+}
+
+// forgetConfigs drops the rules' actions once the stage has built their functions: those hold
+// what they need in their own form (compiled templates, parsed CIDRs), while the actions and
+// their configuration maps, kept alive by the rules the stage matches with, were a second copy
+// of the document. For a 64 KiB document of restrict-ips rules they were two thirds of the
+// stage's memory; a stage lives as long as the routing plan or the bind using it.
+func forgetConfigs(phases ...[]*trafficpolicy.Rule) {
+	for _, rules := range phases {
+		for _, r := range rules {
+			for _, a := range r.Actions {
+				a.Config = nil // for a function that kept its action (for its Path)
+			}
+			r.Actions = nil
+		}
+	}
 }
 
 // Name is the module's name.

@@ -58,6 +58,7 @@ func newConnPolicy(rules []*trafficpolicy.Rule) (*ConnPolicy, error) {
 		}
 		cp.rules = append(cp.rules, cr)
 	}
+	forgetConfigs(rules)
 	return cp, nil
 }
 
