@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"weak"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
@@ -37,18 +38,17 @@ func init() {
 				}
 			}
 		}
-		st, err := policyStages.get(k, len(m.Value), func() policyBuilt {
+		tp, err := policyStages.route(k, func() (*enforce.TrafficPolicy, error) {
 			p, err := ep.ParseTrafficPolicy(m.Value)
 			if err != nil {
-				return policyBuilt{err: err}
+				return nil, err
 			}
-			tp, err := enforce.NewTrafficPolicyWith(p, opts)
-			return policyBuilt{stage: tp, err: err}
+			return enforce.NewTrafficPolicyWith(p, opts)
 		})
 		if err != nil {
 			return nil, err
 		}
-		return st.(*enforce.TrafficPolicy), nil
+		return tp, nil
 	})
 }
 
@@ -68,33 +68,35 @@ func connPolicy(e *Edge, m *ep.EndpointTrafficPolicy) {
 	if m == nil || !m.Enabled || e.Unenforced != "" {
 		return
 	}
-	st, err := policyStages.get(policyKey{conn: true, sum: sha256.Sum256([]byte(m.Value))}, len(m.Value), func() policyBuilt {
+	cp, err := policyStages.conn(policyKey{conn: true, sum: sha256.Sum256([]byte(m.Value))}, func() (*enforce.ConnPolicy, error) {
 		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
-			return policyBuilt{err: err}
+			return nil, err
 		}
-		cp, err := enforce.NewConnPolicy(p)
-		return policyBuilt{stage: cp, err: err}
+		return enforce.NewConnPolicy(p)
 	})
 	if err != nil {
 		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", err)
 		return
 	}
-	e.Policy = st.(*enforce.ConnPolicy)
+	e.Policy = cp
 }
 
 // policyStages keeps the stage built for each document, so the periodic rebuilds of the plan do
 // not parse and compile the same documents again: a stage without rate limits holds no
 // per-route state and may serve every route (or edge) with that document; one with rate limits
-// is kept per route. Documents are keyed by their SHA-256; the cache forgets everything once it
-// holds maxCachedPolicies documents or maxCachedPolicyBytes of them, so what it keeps beyond
-// the live plan stays bounded (rate limiters outlive a forgetting, in limiters).
-var policyStages = &policyCache{m: map[policyKey]policyBuilt{}}
+// is kept per route. Documents are keyed by their SHA-256.
+//
+// The cache holds its stages weakly: a stage is kept while a routing plan uses it, and collected
+// with the last plan that did. A compiled stage is many times its document (a 64 KiB document
+// of CEL expressions compiles to about 1.2 MiB), and the cache used to keep every stage it had
+// built until it held 32 MiB of documents: an account replacing one edge's policy 100 times
+// left 118 MiB of stages no plan used. Documents that do not compile are kept with their error
+// (a few hundred bytes each) so that rebuilds do not compile them again; the cache forgets
+// everything once it holds maxCachedPolicies entries that are alive.
+var policyStages = &policyCache{m: map[policyKey]policyEntry{}}
 
-const (
-	maxCachedPolicies    = 4096
-	maxCachedPolicyBytes = 32 << 20
-)
+const maxCachedPolicies = 4096
 
 type policyKey struct {
 	conn bool // the on_tcp_connect stage of a TLS or TCP edge, not a route's
@@ -105,32 +107,86 @@ type policyKey struct {
 	account, route string
 }
 
-type policyBuilt struct {
-	stage any // *enforce.TrafficPolicy or *enforce.ConnPolicy
+// policyEntry is a built stage, held weakly (one of the two, by the key's conn), or the error
+// its document gave.
+type policyEntry struct {
+	route weak.Pointer[enforce.TrafficPolicy]
+	conn  weak.Pointer[enforce.ConnPolicy]
 	err   error
 }
 
-type policyCache struct {
-	mu    sync.Mutex
-	m     map[policyKey]policyBuilt
-	bytes int
+// alive reports whether the entry still answers: an error, or a stage some plan still holds.
+func (e policyEntry) alive() bool {
+	return e.err != nil || e.route.Value() != nil || e.conn.Value() != nil
 }
 
-// get returns the stage under k (a document of size bytes), building it the first time.
-func (c *policyCache) get(k policyKey, size int, build func() policyBuilt) (any, error) {
-	c.mu.Lock()
-	b, ok := c.m[k]
-	c.mu.Unlock()
-	if !ok {
-		b = build()
-		c.mu.Lock()
-		if len(c.m) >= maxCachedPolicies || c.bytes+size > maxCachedPolicyBytes {
-			clear(c.m)
-			c.bytes = 0
+type policyCache struct {
+	mu     sync.Mutex
+	m      map[policyKey]policyEntry
+	pruned int // entries after the last pruning
+}
+
+// route returns the route stage under k, building it the first time (or once no plan holds it).
+func (c *policyCache) route(k policyKey, build func() (*enforce.TrafficPolicy, error)) (*enforce.TrafficPolicy, error) {
+	if e, ok := c.lookup(k); ok {
+		if e.err != nil {
+			return nil, e.err
 		}
-		c.m[k] = b
-		c.bytes += size
-		c.mu.Unlock()
+		if st := e.route.Value(); st != nil {
+			return st, nil
+		}
 	}
-	return b.stage, b.err
+	st, err := build()
+	e := policyEntry{err: err}
+	if err == nil {
+		e.route = weak.Make(st)
+	}
+	c.store(k, e)
+	return st, err
+}
+
+// conn returns the connection stage under k, building it the first time (or once no plan holds
+// it).
+func (c *policyCache) conn(k policyKey, build func() (*enforce.ConnPolicy, error)) (*enforce.ConnPolicy, error) {
+	if e, ok := c.lookup(k); ok {
+		if e.err != nil {
+			return nil, e.err
+		}
+		if st := e.conn.Value(); st != nil {
+			return st, nil
+		}
+	}
+	st, err := build()
+	e := policyEntry{err: err}
+	if err == nil {
+		e.conn = weak.Make(st)
+	}
+	c.store(k, e)
+	return st, err
+}
+
+func (c *policyCache) lookup(k policyKey) (policyEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	return e, ok
+}
+
+// store keeps e under k. Entries whose stages were collected are pruned once the map has doubled
+// since the last pruning; if those alive still reach maxCachedPolicies, all are forgotten.
+func (c *policyCache) store(k policyKey, e policyEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= max(2*c.pruned, 64) {
+		for k, old := range c.m {
+			if !old.alive() {
+				delete(c.m, k)
+			}
+		}
+		if len(c.m) >= maxCachedPolicies {
+			clear(c.m)
+		}
+		c.pruned = len(c.m)
+	}
+	c.m[k] = e
 }

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -51,15 +50,6 @@ func TestTrafficPolicyStage(t *testing.T) {
 	}
 	if a.TLS[0].Policy != a.TCP[0].Policy {
 		t.Error("the same edge document was compiled twice")
-	}
-	// The cache forgets past its byte bound rather than grow.
-	c := &policyCache{m: map[policyKey]policyBuilt{}}
-	big := `{"on_tcp_connect":[]}` + strings.Repeat(" ", maxCachedPolicyBytes/2)
-	for _, doc := range []string{big, big + " ", big + "  "} {
-		c.get(policyKey{conn: true, sum: sha256.Sum256([]byte(doc))}, len(doc), func() policyBuilt { return policyBuilt{} })
-	}
-	if len(c.m) != 1 || c.bytes > maxCachedPolicyBytes {
-		t.Errorf("the cache holds %d documents, %d bytes", len(c.m), c.bytes)
 	}
 }
 
