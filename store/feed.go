@@ -34,7 +34,10 @@ type feed struct {
 
 // Subscription receives the accounts whose configuration changed.
 type Subscription struct {
-	f       *feed
+	f *feed
+	// agents is set for a subscription that also hears of the collections online agents depend
+	// on (agentKinds), not only of those a routing plan reads.
+	agents  bool
 	mu      sync.Mutex
 	pending map[string]struct{}
 	wake    chan struct{}
@@ -42,7 +45,18 @@ type Subscription struct {
 
 // Subscribe starts receiving change announcements; Close ends it.
 func (s *Store) Subscribe() *Subscription {
-	sub := &Subscription{f: &s.feed, pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	return s.subscribe(false)
+}
+
+// SubscribeAgents starts receiving the accounts whose credentials or reservations changed, as
+// well as those whose plan collections did: the agent gateway re-checks the online sessions of
+// those accounts only, instead of every session on a timer.
+func (s *Store) SubscribeAgents() *Subscription {
+	return s.subscribe(true)
+}
+
+func (s *Store) subscribe(agents bool) *Subscription {
+	sub := &Subscription{f: &s.feed, agents: agents, pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 	s.feed.mu.Lock()
 	s.feed.subs = append(s.feed.subs, sub)
 	s.feed.mu.Unlock()
@@ -78,8 +92,9 @@ func (sub *Subscription) Close() {
 	}
 }
 
-// announce tells every subscriber that account changed.
-func (f *feed) announce(account string) {
+// announce tells every subscriber that account changed: plan says a collection a routing plan
+// reads did (planKinds); otherwise only the subscribers of agent changes hear of it.
+func (f *feed) announce(account string, plan bool) {
 	if account == AllAccounts {
 		f.snaps.reset()
 	}
@@ -87,6 +102,9 @@ func (f *feed) announce(account string) {
 	subs := f.subs
 	f.mu.Unlock()
 	for _, sub := range subs {
+		if !plan && !sub.agents {
+			continue
+		}
 		sub.mu.Lock()
 		sub.pending[account] = struct{}{}
 		sub.mu.Unlock()
@@ -106,15 +124,25 @@ var planKinds = map[string]bool{
 	ep.ReservedAddrs.Kind: true, ep.TLSCertificates.Kind: true,
 }
 
+// agentKinds are the collections whose deletion takes online agents' sessions or tunnels
+// offline (tunnel.Gateway): credentials (and the bot users that own them), and reservations.
+var agentKinds = map[string]bool{
+	ep.Credentials.Kind: true, ep.BotUsers.Kind: true, ep.ReservedDomains.Kind: true, ep.ReservedAddrs.Kind: true,
+}
+
 // committed announces a committed write of the account to a collection: in this process at
 // once, and on PostgreSQL to the other replicas through the notifier.
 func (s *Store) committed(account string, res *ep.Resource, err error) {
-	if err != nil || !planKinds[res.Kind] {
+	if err != nil {
 		return
 	}
-	s.feed.announce(account)
+	plan := planKinds[res.Kind]
+	if !plan && !agentKinds[res.Kind] {
+		return
+	}
+	s.feed.announce(account, plan)
 	if s.notify != nil {
-		s.notify.queue(account)
+		s.notify.queue(account, plan)
 	}
 }
 

@@ -15,33 +15,40 @@ import (
 // statement, off every request's path. Another goroutine LISTENs on a connection of its own and
 // announces what other replicas sent; when that connection is lost, it announces AllAccounts
 // once it is back, since notifications may have been missed meanwhile.
+//
+// A notification's payload is "<tag> <account>" for a change of a collection a routing plan reads,
+// and "<tag> <account> agents" for a change only online agents depend on (a credential), so other
+// replicas' planners do not rebuild for it.
 type notifier struct {
 	s    *Store
 	dsn  string
 	tag  string // this process's mark on its notifications, so it skips its own
 	mu   sync.Mutex
-	todo map[string]struct{}
+	todo map[string]bool // account → a plan collection changed
 	wake chan struct{}
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
 }
 
+// agentsOnly marks a notification of a change that only the agent gateway needs.
+const agentsOnly = "agents"
+
 // notifyEvery is how long announcements wait to be sent together.
 const notifyEvery = 50 * time.Millisecond
 
 func newNotifier(s *Store, dsn string) *notifier {
 	tag, _ := ep.NewID("rep")
-	n := &notifier{s: s, dsn: dsn, tag: tag, todo: map[string]struct{}{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	n := &notifier{s: s, dsn: dsn, tag: tag, todo: map[string]bool{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	n.wg.Add(2)
 	go n.send()
 	go n.listen()
 	return n
 }
 
-func (n *notifier) queue(account string) {
+func (n *notifier) queue(account string, plan bool) {
 	n.mu.Lock()
-	n.todo[account] = struct{}{}
+	n.todo[account] = n.todo[account] || plan
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -64,8 +71,12 @@ func (n *notifier) send() {
 		}
 		n.mu.Lock()
 		payloads := make([]string, 0, len(n.todo))
-		for a := range n.todo {
-			payloads = append(payloads, n.tag+" "+a)
+		for a, plan := range n.todo {
+			if plan {
+				payloads = append(payloads, n.tag+" "+a)
+			} else {
+				payloads = append(payloads, n.tag+" "+a+" "+agentsOnly)
+			}
 		}
 		clear(n.todo)
 		n.mu.Unlock()
@@ -112,16 +123,17 @@ func (n *notifier) listenOnce(missed bool) error {
 		return err
 	}
 	if missed {
-		n.s.feed.announce(AllAccounts)
+		n.s.feed.announce(AllAccounts, true)
 	}
 	for {
 		msg, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		tag, account, ok := strings.Cut(msg.Payload, " ")
+		tag, rest, ok := strings.Cut(msg.Payload, " ")
+		account, what, _ := strings.Cut(rest, " ")
 		if ok && tag != n.tag {
-			n.s.feed.announce(account)
+			n.s.feed.announce(account, what != agentsOnly)
 		}
 	}
 }
