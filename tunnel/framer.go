@@ -36,22 +36,55 @@ var bigBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxCoalesced); re
 // writes the buffer before WriteFrame returns: nothing is held back for a later frame. muxado's
 // session calls WriteFrame from its one writer goroutine only; the type is not safe for
 // concurrent WriteFrame calls.
+//
+// Every frame read and written also passes the session's stream guard (streamguard.go), which
+// ends the session when the agent holds more streams or unread bytes than it may.
 type singleWriteFramer struct {
-	frame.Framer           // muxado's framer: reads from the transport, renders into r
-	r            renderBuf // where the embedded framer's writes go
+	frame.Framer              // muxado's framer: reads from the transport, renders into r
+	r            renderBuf    // where the embedded framer's writes go
+	guard        *streamGuard // bounds the agent's streams
 	inline       [inlineLen]byte
 }
 
-// newSingleWriteFramer makes the framer of one session; its signature is muxado.Config.NewFramer.
+// newSingleWriteFramer makes the framer of one session, with a guard holding the agent to the
+// limits of an authenticated agent; its signature is muxado.Config.NewFramer.
 func newSingleWriteFramer(rd io.Reader, wr io.Writer) frame.Framer {
-	f := &singleWriteFramer{r: renderBuf{w: wr}}
+	return newStreamGuard().framer(rd, wr)
+}
+
+// framer makes the framer of the session g guards; its signature is muxado.Config.NewFramer.
+func (g *streamGuard) framer(rd io.Reader, wr io.Writer) frame.Framer {
+	f := &singleWriteFramer{r: renderBuf{w: wr}, guard: g}
 	f.Framer = frame.NewFramer(rd, &f.r)
 	return f
 }
 
+// ReadFrame reads the next frame from the agent and lets the guard check it before muxado acts
+// on it; a frame the guard refuses ends the session.
+func (f *singleWriteFramer) ReadFrame() (frame.Frame, error) {
+	fr, err := f.Framer.ReadFrame()
+	if err != nil {
+		return fr, err
+	}
+	if err := f.guard.read(fr); err != nil {
+		return nil, err
+	}
+	return fr, nil
+}
+
 // WriteFrame renders fr and writes it to the transport: in one Write if the whole frame fits in
-// maxCoalesced bytes, else in two.
+// maxCoalesced bytes, else in two. When the guard ends the session on seeing fr, it writes the
+// guard's GOAWAY in its place and returns the guard's error, which ends muxado's session.
 func (f *singleWriteFramer) WriteFrame(fr frame.Frame) error {
+	fr, gerr := f.guard.wrote(fr)
+	if err := f.write(fr); err != nil {
+		return err
+	}
+	return gerr
+}
+
+// write renders fr and writes it to the transport.
+func (f *singleWriteFramer) write(fr frame.Frame) error {
 	var big *[]byte
 	switch size := frameHeaderLen + int(fr.Length()); {
 	case size <= inlineLen:

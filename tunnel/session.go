@@ -40,6 +40,9 @@ type session struct {
 	// authed is set once Auth succeeded (read by the authentication deadline's timer).
 	authed atomic.Bool
 	rpcs   chan struct{}
+	// guard bounds the streams the agent holds open and the bytes it has sent on them
+	// (streamguard.go); its limits rise once Auth has succeeded.
+	guard *streamGuard
 
 	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
 	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.
@@ -62,7 +65,8 @@ func (s *session) run() {
 	// Each frame goes to the agent in one write (framer.go). The stream window stays muxado's
 	// 256 KiB: muxado does not announce a window, each side assumes its own for the peer, so a
 	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
-	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: newSingleWriteFramer})
+	s.guard = newPreAuthGuard()
+	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: s.guard.framer})
 	s.mux = muxado.NewTypedStreamSession(mux)
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
@@ -74,6 +78,9 @@ func (s *session) run() {
 	for {
 		st, err := s.mux.AcceptTypedStream()
 		if err != nil {
+			if g := s.guard.tripped.Load(); g != nil {
+				s.gw.log.Warn("agent session ended: stream limits", "session", s.id, "remote", s.remote.String(), "reason", g.msg)
+			}
 			s.gw.log.Debug("agent session: accept ended", "session", s.id, "err", err)
 			return
 		}
@@ -212,6 +219,7 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		_ = writeReply(st, authResp{Version: s.version, Error: errorText(ep.AgentCodeUnknownToken, "edgeplane cannot record your session right now; try again shortly.")})
 		return false
 	}
+	s.guard.authenticated() // before the agent reads the reply and opens its requests
 	resp := authResp{Version: s.version, ClientID: s.id, Extra: authRespExtra{Version: s.gw.cfg.Version, Cookie: s.id, AccountName: ""}}
 	if err := writeReply(st, resp); err != nil {
 		return false

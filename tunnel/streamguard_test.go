@@ -1,0 +1,225 @@
+package tunnel
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.ngrok.com/muxado/v2"
+	"golang.ngrok.com/muxado/v2/frame"
+	"golang.ngrok.com/ngrok"
+	"golang.ngrok.com/ngrok/config"
+)
+
+// floodStreams is how many streams the hostile agents open, and floodPayload the bytes each
+// sends after its type: without the guard, 100,000 streams of 1 KiB kept by muxado.
+const (
+	floodStreams = 100_000
+	floodPayload = 1 << 10
+	// heapBound is how much edgeplane's heap may have grown once the hostile session has ended.
+	heapBound = 16 << 20
+	// muxadoAcceptBacklog is muxado's accept queue (Config.AcceptBacklog's default).
+	muxadoAcceptBacklog = 128
+)
+
+// heapNow is the live heap after a collection.
+func heapNow() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// flood opens count streams from id first on, each with a bind's type and floodPayload bytes,
+// and never closes them. It returns how many it sent before edgeplane closed the connection.
+func (a *rawAgent) flood(first uint32, count int) int {
+	body := typed(typeBind, make([]byte, floodPayload))
+	const batch = 64
+	frames := make([][]byte, 0, batch)
+	sent := 0
+	for i := range count {
+		frames = append(frames, rawFrame(frame.TypeData, frame.FlagDataSyn, first+2*uint32(i), body))
+		if len(frames) == batch || i == count-1 {
+			if err := a.send(frames...); err != nil {
+				return sent
+			}
+			sent += len(frames)
+			frames = frames[:0]
+		}
+	}
+	return sent
+}
+
+// TestStreamGuardFlood: an agent that opens 100,000 streams and closes none, before Auth and
+// after it, while edgeplane's accept loop is held up (before Auth by an Auth that never comes,
+// after it by a stream that never sends its type): edgeplane ends the session with GOAWAY
+// EnhanceYourCalm and its heap, once the session is gone, is within heapBound of before.
+// Without the guard muxado keeps each stream beyond its accept queue, with its data, for the
+// life of the session.
+func TestStreamGuardFlood(t *testing.T) {
+	g := startGateway(t)
+	for _, c := range []struct {
+		name    string
+		authed  bool
+		resets  int    // streams opened and reset before the flood, filling muxado's accept queue
+		because string // what the GOAWAY's text names
+	}{
+		{"before auth", false, 0, "streams at once"},
+		{"after auth", true, 0, "streams at once"},
+		{"after auth, accept queue filled with reset streams", true, 2 * muxadoAcceptBacklog, "faster than edgeplane takes them"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := heapNow()
+			a := dialRaw(t, g)
+			first := uint32(5)
+			if c.authed {
+				a.auth(g.token)
+				// A stream without its type: the accept loop waits on it.
+				if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, 5, nil)); err != nil {
+					t.Fatal(err)
+				}
+				first = 7
+			} else if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, 3, typed(typeAuth, nil))); err != nil {
+				t.Fatal(err) // an Auth whose message never comes
+			}
+			var resets [][]byte
+			for i := range c.resets {
+				id := first + 2*uint32(i)
+				resets = append(resets, rawFrame(frame.TypeData, frame.FlagDataSyn, id, typed(typeBind, nil)),
+					rawFrame(frame.TypeRst, 0, id, []byte{0, 0, 0, byte(muxado.StreamCancelled)}))
+			}
+			if err := a.send(resets...); err != nil {
+				t.Fatal(err)
+			}
+			sent := a.flood(first+2*uint32(c.resets), floodStreams)
+			during := heapNow()
+			code, debug, ended := a.waitEnded()
+			after := heapNow()
+			t.Logf("%d of %d streams sent; heap %d KiB before, %+d KiB when the agent stopped, %+d KiB after the session; GOAWAY %d %q",
+				sent, floodStreams, before>>10, (int64(during)-int64(before))>>10, (int64(after)-int64(before))>>10, code, debug)
+			if !ended {
+				t.Fatalf("the session was still open after the flood (heap %+d KiB)", (int64(during)-int64(before))>>10)
+			}
+			if code != muxado.EnhanceYourCalm || !strings.Contains(debug, c.because) {
+				t.Errorf("GOAWAY %d %q, want %d (EnhanceYourCalm): %s", code, debug, muxado.EnhanceYourCalm, c.because)
+			}
+			if sent == floodStreams {
+				t.Errorf("edgeplane read all %d streams before ending the session", sent)
+			}
+			if grew := int64(after) - int64(before); grew > heapBound {
+				t.Errorf("heap grew by %d KiB, more than %d KiB", grew>>10, heapBound>>10)
+			}
+		})
+	}
+}
+
+// TestStreamGuardWellBehavedAgent: ngrok's own Go SDK binding and unbinding many tunnels one
+// after another, and a burst of binds at once, keeps its one session.
+func TestStreamGuardWellBehavedAgent(t *testing.T) {
+	g := startGateway(t)
+	ctx := context.Background()
+	var connects, disconnects atomic.Int32
+	sess, err := ngrok.Connect(ctx, ngrok.WithServer(g.addr), ngrok.WithCA(g.pool), ngrok.WithAuthtoken(g.token),
+		ngrok.WithConnectHandler(func(context.Context, ngrok.Session) { connects.Add(1) }),
+		ngrok.WithDisconnectHandler(func(context.Context, ngrok.Session, error) { disconnects.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	const rounds = 300
+	for i := range rounds {
+		tun, err := sess.Listen(ctx, config.HTTPEndpoint())
+		if err != nil {
+			t.Fatalf("bind %d: %v", i, err)
+		}
+		if err := tun.Close(); err != nil {
+			t.Fatalf("unbind %d: %v", i, err)
+		}
+	}
+	// More binds at once than edgeplane serves at once (maxRPCs): some may be refused, but the
+	// session stays.
+	var wg sync.WaitGroup
+	var bound atomic.Int32
+	for range 2 * maxRPCs {
+		wg.Go(func() {
+			if tun, err := sess.Listen(ctx, config.HTTPEndpoint()); err == nil {
+				bound.Add(1)
+				_ = tun.Close()
+			}
+		})
+	}
+	wg.Wait()
+	tun, err := sess.Listen(ctx, config.HTTPEndpoint())
+	if err != nil {
+		t.Fatalf("bind after the burst: %v", err)
+	}
+	_ = tun.Close()
+	t.Logf("%d binds and unbinds in sequence; %d of %d concurrent binds bound", rounds, bound.Load(), 2*maxRPCs)
+	if c, d := connects.Load(), disconnects.Load(); c != 1 || d != 0 {
+		t.Errorf("%d connects and %d disconnects, want 1 and 0", c, d)
+	}
+	if n := len(g.gw.snapshotSessions()); n != 1 {
+		t.Errorf("%d sessions at the gateway, want 1", n)
+	}
+}
+
+// TestStreamGuardMalformedFrames: each malformed frame ends the session that sent it with a
+// GOAWAY saying why and no panic (a panic in muxado's reader would end it as InternalError),
+// while an agent connected at the same time keeps its session and can still bind.
+func TestStreamGuardMalformedFrames(t *testing.T) {
+	g := startGateway(t)
+	ctx := context.Background()
+	var disconnects atomic.Int32
+	good, err := ngrok.Connect(ctx, ngrok.WithServer(g.addr), ngrok.WithCA(g.pool), ngrok.WithAuthtoken(g.token),
+		ngrok.WithDisconnectHandler(func(context.Context, ngrok.Session, error) { disconnects.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	stall := rawFrame(frame.TypeData, frame.FlagDataSyn, 3, nil) // holds up the accept loop
+	big := make([]byte, 200<<10)
+	cases := []struct {
+		name   string
+		frames [][]byte
+		code   muxado.ErrorCode
+	}{
+		{"unknown frame type", [][]byte{rawFrame(7, 0, 3, make([]byte, 100))}, muxado.ProtocolError},
+		{"DATA longer than the window", [][]byte{rawHeader(0xFFFFFF, frame.TypeData, frame.FlagDataSyn, 3), make([]byte, 4096)}, muxado.FlowControlError},
+		{"window overrun in several frames", [][]byte{stall, rawFrame(frame.TypeData, frame.FlagDataSyn, 5, big),
+			rawFrame(frame.TypeData, 0, 5, big)}, muxado.FlowControlError},
+		{"RST of the wrong length", [][]byte{rawFrame(frame.TypeRst, 0, 3, []byte{0, 0, 1})}, muxado.FrameSizeError},
+		{"WNDINC of the wrong length", [][]byte{rawFrame(frame.TypeWndInc, 0, 3, make([]byte, 9))}, muxado.FrameSizeError},
+		{"SYN on an even stream id", [][]byte{rawFrame(frame.TypeData, frame.FlagDataSyn, 2, typed(typeAuth, nil))}, muxado.ProtocolError},
+		{"stream id with the reserved bit", [][]byte{rawFrame(frame.TypeData, frame.FlagDataSyn, 1<<31|3, typed(typeAuth, nil))}, muxado.ProtocolError},
+		{"DATA on stream 0", [][]byte{rawFrame(frame.TypeData, 0, 0, []byte("x"))}, muxado.ProtocolError},
+		{"SYN twice for one stream", [][]byte{stall, rawFrame(frame.TypeData, frame.FlagDataSyn, 3, nil)}, muxado.ProtocolError},
+		{"DATA after the agent's FIN", [][]byte{stall, rawFrame(frame.TypeData, frame.FlagDataSyn|frame.FlagDataFin, 5, typed(typeBind, nil)),
+			rawFrame(frame.TypeData, 0, 5, big)}, muxado.ProtocolError},
+		{"more unread bytes than before Auth", [][]byte{stall, rawFrame(frame.TypeData, frame.FlagDataSyn, 5, big),
+			rawFrame(frame.TypeData, frame.FlagDataSyn, 7, big), rawFrame(frame.TypeData, frame.FlagDataSyn, 9, big)}, muxado.EnhanceYourCalm},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := dialRaw(t, g)
+			_ = a.send(c.frames...) // edgeplane may close the connection before it has all of it
+			code, debug, ended := a.waitEnded()
+			if !ended {
+				t.Fatal("the session was still open")
+			}
+			if code != c.code {
+				t.Errorf("GOAWAY %d %q, want %d", code, debug, c.code)
+			}
+		})
+	}
+	tun, err := good.Listen(ctx, config.HTTPEndpoint())
+	if err != nil {
+		t.Fatalf("the well-behaved agent's bind: %v", err)
+	}
+	_ = tun.Close()
+	if d := disconnects.Load(); d != 0 {
+		t.Errorf("the well-behaved agent was disconnected %d times", d)
+	}
+}
