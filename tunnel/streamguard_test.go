@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.ngrok.com/muxado/v2"
 	"golang.ngrok.com/muxado/v2/frame"
@@ -221,5 +222,62 @@ func TestStreamGuardMalformedFrames(t *testing.T) {
 	_ = tun.Close()
 	if d := disconnects.Load(); d != 0 {
 		t.Errorf("the well-behaved agent was disconnected %d times", d)
+	}
+}
+
+// TestStreamGuardUnclosedRequests: an agent that never half-closes or resets its request
+// streams, as a Rust agent leaves a stream whose reply it has read, keeps its session however
+// many requests it makes: a stream leaves the guard's count when edgeplane finishes with it, not
+// when the agent does, and edgeplane keeps nothing of it.
+func TestStreamGuardUnclosedRequests(t *testing.T) {
+	g := startGateway(t)
+	a := dialRaw(t, g)
+	a.auth(g.token)
+	before := heapNow()
+	const requests, batch = 3000, 8 // a batch stays below maxRPCs, so none is refused
+	for i := 0; i < requests; i += batch {
+		var frames [][]byte
+		for j := range batch {
+			frames = append(frames, rawFrame(frame.TypeData, frame.FlagDataSyn, 5+2*uint32(i+j), typed(typeSrvInfo, []byte("{}"))))
+		}
+		if err := a.send(frames...); err != nil {
+			t.Fatalf("after %d requests: %v", i, err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			a.mu.Lock()
+			answered := 0
+			for j := range batch {
+				if a.fins[5+2*uint32(i+j)] {
+					answered++
+				}
+			}
+			goAways := a.goAways
+			a.mu.Unlock()
+			if goAways > 0 {
+				t.Fatalf("after %d requests the session was ended: %d %q", i, a.code, a.debug)
+			}
+			if answered == batch {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("requests %d..%d: %d of %d answered within 30 s", i, i+batch-1, answered, batch)
+			}
+		}
+	}
+	after := heapNow()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	wrong := 0
+	for i := range requests {
+		if string(a.data[5+2*uint32(i)]) != `{"Region":""}` {
+			wrong++
+		}
+	}
+	t.Logf("%d requests never closed by the agent; heap %+d KiB", requests, (int64(after)-int64(before))>>10)
+	if wrong != 0 || a.goAways != 0 {
+		t.Errorf("%d of %d replies wrong, %d GOAWAYs", wrong, requests, a.goAways)
+	}
+	if grew := int64(after) - int64(before); grew > heapBound {
+		t.Errorf("heap grew by %d KiB, more than %d KiB", grew>>10, heapBound>>10)
 	}
 }
