@@ -281,3 +281,50 @@ func TestStreamGuardUnclosedRequests(t *testing.T) {
 		t.Errorf("heap grew by %d KiB, more than %d KiB", grew>>10, heapBound>>10)
 	}
 }
+
+// TestStreamGuardAtTheLimits: an authenticated agent holding as many streams and unread bytes as
+// the guard allows keeps its session, and what it costs edgeplane is bounded: the figure is the
+// most one hostile session can hold.
+func TestStreamGuardAtTheLimits(t *testing.T) {
+	g := startGateway(t)
+	a := dialRaw(t, g)
+	a.auth(g.token)
+	before := heapNow()
+	// The heartbeat stream first (its echo shows that edgeplane has read everything sent before
+	// a ping), then a stream without its type, which holds up the accept loop.
+	if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, 5, typed(heartbeatType, nil)),
+		rawFrame(frame.TypeData, frame.FlagDataSyn, 7, nil)); err != nil {
+		t.Fatal(err)
+	}
+	streams := maxAgentStreams - 2
+	each := maxAgentHeld / streams / 1024 * 1024
+	var frames [][]byte
+	for i := range streams {
+		frames = append(frames, rawFrame(frame.TypeData, frame.FlagDataSyn, 9+2*uint32(i), typed(typeBind, make([]byte, each-4))))
+	}
+	frames = append(frames, rawFrame(frame.TypeData, 0, 5, []byte("ping")))
+	if err := a.send(frames...); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		a.mu.Lock()
+		echo, goAways := string(a.data[5]), a.goAways
+		a.mu.Unlock()
+		if goAways > 0 {
+			t.Fatalf("the session was ended: %d %q", a.code, a.debug)
+		}
+		if echo == "ping" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat echo within 30 s (got %q)", echo)
+		}
+	}
+	held := heapNow()
+	grew := int64(held) - int64(before)
+	t.Logf("%d streams of %d KiB unread (%d KiB): heap %+d KiB while the session holds them", streams+2, each>>10,
+		streams*each>>10, grew>>10)
+	if limit := int64(2*maxAgentHeld + maxAgentStreams*4<<10); grew > limit {
+		t.Errorf("heap grew by %d KiB, more than %d KiB", grew>>10, limit>>10)
+	}
+}
