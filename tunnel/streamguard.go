@@ -38,7 +38,10 @@ import (
 // sends afterwards is discarded by muxado and answered with a reset). Waiting for the agent's
 // own FIN instead would count, for the life of the session, the streams of agents that never
 // close a stream whose reply they have read. The streams edgeplane opens (even ids: proxy
-// streams, StopTunnel, commands) are edgeplane's own and are not counted.
+// streams, StopTunnel, commands) are edgeplane's own and are not counted. One kind of stream
+// stays counted until the session ends: one the agent opens and half-closes in the same frame
+// (SYN and FIN), on which muxado lets edgeplane write nothing, not even its FIN. No agent opens
+// such a stream (no reply could reach it), so an agent that opens many is ended.
 
 // The guard's limits. An agent holds its heartbeat stream and the requests it has in progress,
 // of which edgeplane serves maxRPCs (16) at once and refuses the rest as soon as it has read
@@ -71,6 +74,7 @@ type guardError struct {
 	msg  string
 }
 
+// Error is the GOAWAY's text, which the session's log also gives.
 func (e *guardError) Error() string { return e.msg }
 
 // agentStream is what the guard keeps of one stream the agent opened.
