@@ -186,6 +186,9 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
 			return s.classify(err)
 		}
+		if err := s.touchReplica(ctx, tx, r.Replica); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_sessions (id, account_id, credential_id, replica, conn, seen_at, doc)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
 			seen_at = excluded.seen_at, doc = excluded.doc WHERE agent_sessions.credential_id = excluded.credential_id`),
@@ -239,24 +242,35 @@ func (s *Store) DeleteAgentTunnel(ctx context.Context, id, sessionID, conn strin
 	})
 }
 
-// TouchAgentSessions marks every session of the replica as seen now and forgets the sessions of
-// replicas not seen since staleBefore (a replica that died without cleaning up).
+// TouchAgentSessions marks the replica, and so every session it holds, as seen now, and forgets
+// the sessions of replicas not seen since staleBefore (a replica that died without cleaning up).
+// It writes one row, however many sessions the replica holds (migration 0012).
 func (s *Store) TouchAgentSessions(ctx context.Context, replica string, staleBefore time.Time) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_sessions SET seen_at = ? WHERE replica = ?`),
-			ep.FormatTime(time.Now()), replica); err != nil {
-			return s.classify(err)
+		if err := s.touchReplica(ctx, tx, replica); err != nil {
+			return err
 		}
 		stale := ep.FormatTime(staleBefore)
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
-			(SELECT id FROM agent_sessions WHERE seen_at < ?)`), stale); err != nil {
+		// The sessions of replicas that stopped refreshing, and those of replicas with no row.
+		const gone = `SELECT id FROM agent_sessions WHERE replica NOT IN (SELECT replica FROM agent_replicas WHERE seen_at >= ?)`
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN (`+gone+`)`), stale); err != nil {
 			return s.classify(err)
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE seen_at < ?`), stale); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE id IN (`+gone+`)`), stale); err != nil {
+			return s.classify(err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_replicas WHERE seen_at < ?`), stale); err != nil {
 			return s.classify(err)
 		}
 		return s.expireAgentCommands(ctx, tx)
 	})
+}
+
+// touchReplica marks the replica alive now: its sessions count as online for LiveTolerance.
+func (s *Store) touchReplica(ctx context.Context, tx *wtx, replica string) error {
+	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_replicas (replica, seen_at) VALUES (?, ?)
+		ON CONFLICT (replica) DO UPDATE SET seen_at = excluded.seen_at`), replica, ep.FormatTime(time.Now()))
+	return s.classify(err)
 }
 
 // LiveTolerance is how long a session row counts as online after its replica last refreshed
@@ -284,10 +298,11 @@ func (s *Store) ListLive(ctx context.Context, res *ep.Resource, account, beforeI
 	if beforeID == "" {
 		beforeID = "\x7f"
 	}
-	q := `SELECT doc FROM agent_sessions WHERE account_id = ? AND id < ? AND seen_at >= ? ORDER BY id DESC LIMIT ?`
+	q := `SELECT s.doc FROM agent_sessions s JOIN agent_replicas r ON r.replica = s.replica
+		WHERE s.account_id = ? AND s.id < ? AND r.seen_at >= ? ORDER BY s.id DESC LIMIT ?`
 	if table == "agent_tunnels" {
-		q = `SELECT t.doc FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id
-			WHERE t.account_id = ? AND t.id < ? AND s.seen_at >= ? ORDER BY t.id DESC LIMIT ?`
+		q = `SELECT t.doc FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id JOIN agent_replicas r ON r.replica = s.replica
+			WHERE t.account_id = ? AND t.id < ? AND r.seen_at >= ? ORDER BY t.id DESC LIMIT ?`
 	}
 	fresh := ep.FormatTime(time.Now().Add(-LiveTolerance))
 	rows, err := s.r.QueryContext(ctx, s.d.rebind(q), account, beforeID, fresh, limit+1)
@@ -325,10 +340,11 @@ func (s *Store) GetLive(ctx context.Context, res *ep.Resource, account, id strin
 	if !storable(id) {
 		return nil, "", ep.NotFound()
 	}
-	q := `SELECT doc, replica FROM agent_sessions WHERE id = ? AND account_id = ? AND seen_at >= ?`
+	q := `SELECT s.doc, s.replica FROM agent_sessions s JOIN agent_replicas r ON r.replica = s.replica
+		WHERE s.id = ? AND s.account_id = ? AND r.seen_at >= ?`
 	if table == "agent_tunnels" {
-		q = `SELECT t.doc, s.replica FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id
-			WHERE t.id = ? AND t.account_id = ? AND s.seen_at >= ?`
+		q = `SELECT t.doc, s.replica FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id JOIN agent_replicas r ON r.replica = s.replica
+			WHERE t.id = ? AND t.account_id = ? AND r.seen_at >= ?`
 	}
 	var body []byte
 	fresh := ep.FormatTime(time.Now().Add(-LiveTolerance))

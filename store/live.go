@@ -61,7 +61,7 @@ func (s *Store) complete(ctx context.Context, account string, res *ep.Resource, 
 // onlineLabeled returns the account's online labeled tunnels, oldest first.
 func (s *Store) onlineLabeled(ctx context.Context, account string) ([]*ep.Tunnel, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT t.doc FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id
-		WHERE t.account_id = ? AND s.seen_at >= ? ORDER BY t.id`), account, ep.FormatTime(time.Now().Add(-LiveTolerance)))
+		JOIN agent_replicas r ON r.replica = s.replica WHERE t.account_id = ? AND r.seen_at >= ? ORDER BY t.id`), account, ep.FormatTime(time.Now().Add(-LiveTolerance)))
 	if err != nil {
 		return nil, s.classify(err)
 	}
