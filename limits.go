@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Limits on what one object may hold (issue 24, item 2). Without them one account could make a
@@ -55,6 +58,119 @@ const (
 	// HTTPS edge, by MaxHTTPSEdgeResponseBytes.
 	MaxPageBytes = MaxHTTPSEdgeResponseBytes
 )
+
+// The traffic policies of one account's routing plan are bounded by what they compile to, not by
+// their size: a document's CEL expressions and templates are compiled into the plan, and 64 KiB
+// of them became 0.7 to 15 MiB of stages (measured: 280 ordinary rules, 0.7 MiB; rules of one
+// expression each, 1.1 MiB; 2,700 `[n].all(x, x > 1)` macros, 6 MiB; 16,000 expressions `1>0` in
+// a flow list, 15 MiB). Without a bound, 300 TLS edges with distinct documents of the second kind
+// (and 24 HTTP response backends of 1 MiB) took the serve process to 658 MiB; with it, 138 to 149
+// MiB, where policies that compile to nothing give 133 to 136 (cmd/edgeplane's
+// TestHostilePlanRSS, which now uses backends of 512 KiB: 125 MiB). Each document is estimated by
+// TrafficPolicyCost, and an account's routing plan compiles its documents, oldest object first,
+// up to MaxAccountPolicyCost; an edge or route whose document does not fit fails closed (503
+// naming traffic_policy and this limit), as for any module the data plane cannot apply. The API
+// does not refuse such a write yet (see docs/api.md).
+const (
+	// MaxAccountPolicyCost is the estimated memory, in bytes, of the traffic policy stages one
+	// account's routing plan may hold. A document used by several edges or routes counts once
+	// (they share its stage), except one with rate limits, which is compiled per route. 12 MiB
+	// holds some 75 documents of 30 ordinary rules (160 KiB each), or five of 64 KiB of rules of
+	// one expression (2.2 MiB); the costliest documents of 64 KiB (up to 25 MiB) do not fit even
+	// alone.
+	MaxAccountPolicyCost = 12 << 20
+	// PolicyExpressionCost is what one CEL program of a document is estimated to compile to, in
+	// bytes, before its tokens: an expression, or a template's ${…} (measured: 815 bytes for
+	// "true"). PolicyTokenCost is what each token of it adds (measured: up to 127 bytes, for
+	// macros), and PolicyEntryCost what each other entry of the document (a rule, an action, a
+	// configuration field or list item) is estimated at.
+	PolicyExpressionCost = 1024
+	PolicyTokenCost      = 160
+	PolicyEntryCost      = 128
+)
+
+// TrafficPolicyCost estimates the memory a traffic policy document compiles to, from its
+// structure, without compiling it: PolicyExpressionCost and PolicyTokenCost per token for each
+// expression (a string of a list under "expressions") and for each ${…} template in any other
+// string, and PolicyEntryCost and the string's length for each other entry. A document that does
+// not decode costs nothing: the plan refuses it before compiling anything. plan's
+// TestPolicyCostBoundsCompiledMemory measures the costliest shapes of document found against it.
+func TrafficPolicyCost(doc string) int {
+	var v any
+	trimmed := strings.TrimSpace(doc)
+	if strings.HasPrefix(trimmed, "{") {
+		if json.Unmarshal([]byte(trimmed), &v) != nil {
+			return 0
+		}
+	} else if yaml.Unmarshal([]byte(trimmed), &v) != nil {
+		return 0
+	}
+	return policyCost(v, false)
+}
+
+// policyCost is TrafficPolicyCost's walk of a decoded document; expressions is set for the items
+// of an "expressions" list.
+func policyCost(v any, expressions bool) int {
+	switch v := v.(type) {
+	case map[string]any:
+		n := 0
+		for k, x := range v {
+			n += PolicyEntryCost + len(k) + policyCost(x, k == "expressions")
+		}
+		return n
+	case []any:
+		n := 0
+		for _, x := range v {
+			n += PolicyEntryCost + policyCost(x, expressions)
+		}
+		return n
+	case string:
+		if expressions {
+			return PolicyExpressionCost + PolicyTokenCost*celTokens(v)
+		}
+		if t := strings.Count(v, "${"); t > 0 {
+			return len(v) + t*PolicyExpressionCost + PolicyTokenCost*celTokens(v)
+		}
+		return len(v)
+	}
+	return 0
+}
+
+// celTokens counts the tokens of a CEL expression: runs of letters, digits and underscores,
+// quoted literals, runs of operator characters, and each other character but white space.
+func celTokens(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+			continue
+		case c == '\'' || c == '"':
+			end := strings.IndexByte(s[i+1:], c)
+			if end < 0 {
+				end = len(s) - i - 1
+			}
+			i += end + 2
+		case isWordByte(c):
+			for i < len(s) && isWordByte(s[i]) {
+				i++
+			}
+		case strings.IndexByte("&|=!<>+-*/%", c) >= 0:
+			for i < len(s) && strings.IndexByte("&|=!<>+-*/%", s[i]) >= 0 {
+				i++
+			}
+		default:
+			i++
+		}
+		n++
+	}
+	return n
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
 
 // Error codes of limits ngrok has its own code for.
 const (

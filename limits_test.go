@@ -155,3 +155,49 @@ func TestObjectLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestTrafficPolicyCost: the estimate walks the decoded document, JSON or YAML:
+// PolicyExpressionCost plus PolicyTokenCost per token for each expression and each template,
+// PolicyEntryCost plus the key's length for each field, PolicyEntryCost for each list item, and
+// the length of each other string.
+func TestTrafficPolicyCost(t *testing.T) {
+	const e, x, tok = PolicyEntryCost, PolicyExpressionCost, PolicyTokenCost
+	rule := e + len("expressions") + e + x + 5*tok + // req . method == 'GET'
+		e + len("actions") + e + e + len("type") + len("deny")
+	for _, c := range []struct {
+		doc  string
+		want int
+	}{
+		{"", 0},
+		{"on_tcp_connect: []", e + len("on_tcp_connect")},
+		{"on_http_request:\n- expressions: [\"req.method == 'GET'\"]\n  actions: [{type: deny}]\n", e + len("on_http_request") + e + rule},
+		{`{"on_http_request":[{"expressions":["req.method == 'GET'"],"actions":[{"type":"deny"}]}]}`, e + len("on_http_request") + e + rule},
+		{`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x-a":"${req.host}"}}}]}]}`,
+			e + len("on_http_request") + e + e + len("actions") + e + e + len("type") + len("add-headers") + e + len("config") +
+				e + len("headers") + e + len("x-a") + len("${req.host}") + x + 6*tok}, // $ { req . host }
+		{"on_tcp_connect: [unclosed", 0},
+	} {
+		if got := TrafficPolicyCost(c.doc); got != c.want {
+			t.Errorf("%.60q: cost %d, want %d", c.doc, got, c.want)
+		}
+	}
+	if n := celTokens(`req.url.path.startsWith('/a b') && !inCidrRange(conn.client_ip, "10.0.0.0/8")`); n != 20 {
+		t.Errorf("celTokens: %d tokens, want 20", n)
+	}
+	// An ordinary document of 30 rules (about 4 KiB) is estimated so that 64 different ones fit
+	// in one account's budget.
+	var doc strings.Builder
+	doc.WriteString("on_http_request:\n")
+	for i := range 30 {
+		fmt.Fprintf(&doc, "  - name: admin-%d\n    expressions:\n      - \"req.url.path.startsWith('/admin/%d') && !inCidrRange(conn.client_ip, '10.0.0.0/8')\"\n"+
+			"    actions:\n      - type: custom-response\n        config: {status_code: 403, content: \"not here\"}\n", i, i)
+	}
+	if err := ValidatePolicyDocument(doc.String()); err != nil {
+		t.Fatal(err)
+	}
+	cost := TrafficPolicyCost(doc.String())
+	t.Logf("a document of 30 rules, %d bytes, is estimated at %d KiB", doc.Len(), cost>>10)
+	if 64*cost > MaxAccountPolicyCost {
+		t.Errorf("64 documents of %d KiB estimated do not fit in the account's budget of %d KiB", cost>>10, MaxAccountPolicyCost>>10)
+	}
+}

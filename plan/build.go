@@ -34,6 +34,9 @@ type Snapshot struct {
 	// Env is what stages may use beyond the configuration (an HTTP client for fetching keys);
 	// nil in tests that need none.
 	Env *Env
+	// refusedPolicies are the traffic policy documents over the account's budget
+	// (policy_budget.go), set by Build.
+	refusedPolicies map[policyUse]bool
 }
 
 // CertKey is an uploaded certificate chain and its private key, in PEM.
@@ -156,6 +159,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 			rules[r.IPPolicy.ID] = append(rules[r.IPPolicy.ID], r)
 		}
 	}
+	s.refusedPolicies = refusedPolicies(s)
 	b := &builder{s: s, rules: rules, final: final}
 	for _, e := range s.HTTPSEdges {
 		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS)}
@@ -168,7 +172,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 	for _, e := range s.TLSEdges {
 		pe := &TLSEdge{Edge: b.edge(e.ID, e.Hostports, ep.TLSEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		connPolicy(&pe.Edge, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, e.TrafficPolicy)
 		if t := e.TLSTermination; t != nil && t.Enabled && t.TerminateAt == "edge" {
 			pe.Terminate = true
 		}
@@ -178,7 +182,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 	for _, e := range s.TCPEdges {
 		pe := &TCPEdge{Edge: b.edge(e.ID, e.Hostports, ep.TCPEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		connPolicy(&pe.Edge, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, e.TrafficPolicy)
 		a.TCP = append(a.TCP, pe)
 	}
 	a.Certs = map[string]*tls.Certificate{}

@@ -26,17 +26,21 @@ func init() {
 		if s.Env != nil && s.Env.Outbound != nil {
 			opts.Outbound, k.outbound = s.Env.Outbound, true
 		}
+		use := policyUse{sum: k.sum}
 		// A document that may hold rate limits (a cheap test of its text) has state of its
 		// route's own: its stage serves that route only.
 		if strings.Contains(m.Value, "rate-limit") {
 			if route := routeOf(s, func(r *ep.HTTPSEdgeRoute) bool { return r.TrafficPolicy == m }); route != "" {
-				k.account, k.route = s.Account, route
+				k.account, k.route, use.route = s.Account, route, route
 				opts.Limiter = func(key string, create func() *enforce.RateLimiter) *enforce.RateLimiter {
 					l, _ := limiters.get(limiterKey{account: s.Account, route: route, action: key},
 						func() (*enforce.RateLimiter, error) { return create(), nil })
 					return l
 				}
 			}
+		}
+		if s.refusedPolicies[use] {
+			return nil, policyOverBudget(k.sum, m.Value)
 		}
 		tp, err := policyStages.route(k, func() (*enforce.TrafficPolicy, error) {
 			p, err := ep.ParseTrafficPolicy(m.Value)
@@ -63,12 +67,18 @@ type limiterKey struct {
 }
 
 // connPolicy builds the on_tcp_connect phase of a TLS or TCP edge's traffic_policy; a document
-// with what edgeplane does not apply there fails the edge closed, naming it.
-func connPolicy(e *Edge, m *ep.EndpointTrafficPolicy) {
+// with what edgeplane does not apply there, or over the account's budget, fails the edge closed,
+// naming it.
+func (b *builder) connPolicy(e *Edge, m *ep.EndpointTrafficPolicy) {
 	if m == nil || !m.Enabled || e.Unenforced != "" {
 		return
 	}
-	cp, err := policyStages.conn(policyKey{conn: true, sum: sha256.Sum256([]byte(m.Value))}, func() (*enforce.ConnPolicy, error) {
+	sum := sha256.Sum256([]byte(m.Value))
+	if b.s.refusedPolicies[policyUse{conn: true, sum: sum}] {
+		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", policyOverBudget(sum, m.Value))
+		return
+	}
+	cp, err := policyStages.conn(policyKey{conn: true, sum: sum}, func() (*enforce.ConnPolicy, error) {
 		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
 			return nil, err
