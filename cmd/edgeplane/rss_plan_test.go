@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// densePolicy is a traffic policy of about 64 KiB, distinct per seed, of on_tcp_connect rules of
+// one CEL expression each: compiled, such a document is some 1.2 MiB of the routing plan.
+func densePolicy(seed int) string {
+	var b strings.Builder
+	b.WriteString("on_tcp_connect:\n")
+	for j := 0; ; j++ {
+		rule := fmt.Sprintf("  - expressions: [\"conn.client_port == %d && conn.server_port != %d\"]\n    actions: [{type: deny}]\n", seed*10000+j, j)
+		if b.Len()+len(rule) > ep.MaxTrafficPolicyBytes {
+			return b.String()
+		}
+		b.WriteString(rule)
+	}
+}
+
+// publicStatus sends one GET for host to the public HTTP listener and returns the status (0 on
+// an error).
+func publicStatus(addr, host string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err != nil {
+		return 0
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// TestHostilePlanRSS is issue 24's hostile account against the routing plan of a real serve
+// process: 300 TLS edges, each with a distinct 64 KiB traffic policy of CEL expressions (which
+// the plan compiles: some 1.1 MiB each), one of them replaced 20 times, and 24 HTTP response
+// backends of about 512 KiB that routes use. Every write is accepted; the plan compiles the
+// account's documents up to ep.MaxAccountPolicyCost, oldest first, and keeps no stage it no
+// longer uses, so the process's peak resident set stays within the 150 MB target once the plan
+// holds all of it: 125 MiB measured. Before the budget and the weak stage cache the plan held
+// every compiled document and every replaced one's: a peak of 636 MiB (658 with backends of 1
+// MiB).
+//
+// The backends are half the 1 MiB of the scenario in the issue: the account's documents alone
+// (kept decoded by the store's snapshot cache and raw by its read cache, not by the plan) made a
+// peak of 133 to 136 MiB with 1 MiB backends and policies that compile to nothing, and 138 to
+// 149 MiB with these policies, too close to the target for a test on a shared machine. What an
+// account's documents cost the store is bounded by the store, not here.
+func TestHostilePlanRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills an account with some 32 MB of objects")
+	}
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "edgeplane.db")
+	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--max-connections-per-ip", "0",
+		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0",
+		"--public-max-connections-per-ip", "0")
+	token, ok := bootstrapToken(t, p.Stderr.String())
+	if !ok {
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
+	}
+	m := publicRE.FindStringSubmatch(p.Stderr.String())
+	if m == nil {
+		t.Fatalf("no data plane listening line; stderr:\n%s", p.Stderr)
+	}
+	publicHTTP, pid := m[1], p.Cmd.Process.Pid
+	api := &hostileAPI{base: p.url(""), token: token, statuses: map[int]int{},
+		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+
+	const tlsEdges, replaced, backends = 300, 20, 24
+	tls := make([]string, tlsEdges)
+	parallel(2, func(w int) {
+		for i := w; i < tlsEdges; i += 2 {
+			tls[i] = api.create(t, "/edges/tls", map[string]any{"traffic_policy": map[string]any{"value": densePolicy(i)}})
+		}
+	})
+	for i := range replaced {
+		if status, b := api.do("PATCH", "/edges/tls/"+tls[0], map[string]any{
+			"traffic_policy": map[string]any{"value": densePolicy(tlsEdges + i)}}); status != 200 {
+			t.Fatalf("PATCH %s: %d %.300s", tls[0], status, b)
+		}
+	}
+	edge := api.create(t, "/edges/https", map[string]any{})
+	parallel(2, func(w int) {
+		for i := w; i < backends; i += 2 {
+			b := api.create(t, "/backends/http_response", map[string]any{"status_code": 200,
+				"body": strings.Repeat("b", 60<<10), "headers": map[string]any{"X-Pad": strings.Repeat("h", 448<<10)}})
+			api.create(t, "/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix",
+				"match": fmt.Sprintf("/%02d", i), "backend": map[string]any{"backend_id": b}})
+		}
+	})
+	// The last write: an HTTPS edge the public listener shows (redirecting to https) once the
+	// plan built after every write above is in place.
+	const marker = "plan-marker.example.com"
+	api.create(t, "/reserved_domains", map[string]any{"domain": marker})
+	api.create(t, "/edges/https", map[string]any{"hostports": []string{marker + ":443"}})
+	deadline := time.Now().Add(30 * time.Second)
+	status := 0
+	for status = publicStatus(publicHTTP, marker); status != http.StatusPermanentRedirect && time.Now().Before(deadline); status = publicStatus(publicHTTP, marker) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status != http.StatusPermanentRedirect {
+		t.Fatalf("the plan did not show the last write within 30 s: the public listener answers %d", status)
+	}
+	rss, hwm, err := procMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d TLS edges with distinct 64 KiB policies (one replaced %d times), %d backends of ~512 KiB: RSS %d MiB, peak (VmHWM) %d MiB; statuses %v",
+		tlsEdges, replaced, backends, rss>>20, hwm>>20, api.statusCounts())
+	if n := api.statusCounts()[201]; n != tlsEdges+2*backends+3 {
+		t.Errorf("%d creates answered 201; want %d", n, tlsEdges+2*backends+3)
+	}
+	if hwm > maxRSS {
+		t.Errorf("the process's peak resident set was %d MiB, over the %d MiB target", hwm>>20, maxRSS>>20)
+	}
+}
