@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -106,9 +107,10 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 }
 
 // connLimits checks the connection limit flags and returns the agent listener's limits and the
-// public listeners' (one limiter shared by HTTP, TLS and every TCP endpoint). When the public
-// listeners are at their limit, the longest idle HTTP keep-alive connection is closed to admit
-// a new client (netx.Limits.EvictIdle): idle connections must not keep clients out.
+// public listeners' (one limiter shared by HTTP, TLS and every TCP endpoint). When a listener is
+// at its limit, the connection unproductive longest (idle between HTTP requests, or never past
+// its first request head, ClientHello or agent Auth) is closed to admit a new client
+// (netx.Limits.Evict): clients that do nothing must not keep others out.
 func (f *dataPlaneFlags) connLimits() (agent, public netx.Limits, err error) {
 	for _, c := range []struct {
 		name, env string
@@ -124,8 +126,8 @@ func (f *dataPlaneFlags) connLimits() (agent, public netx.Limits, err error) {
 			return agent, public, err
 		}
 	}
-	agent = netx.Limits{Max: *f.agentMax, PerAddr: *f.agentMaxPerIP, PerAddrUntrusted: *f.agentMaxUnauthPerIP}
-	public = netx.Limits{Max: *f.publicMax, PerAddr: *f.publicMaxPerIP, EvictIdle: true}
+	agent = netx.Limits{Max: *f.agentMax, PerAddr: *f.agentMaxPerIP, PerAddrUntrusted: *f.agentMaxUnauthPerIP, Evict: true}
+	public = netx.Limits{Max: *f.publicMax, PerAddr: *f.publicMaxPerIP, Evict: true}
 	return agent, public, nil
 }
 
@@ -148,6 +150,8 @@ type dataPlane struct {
 	// replica names this process in the session rows.
 	replica string
 	st      *store.Store
+	// log is the logger evictions are reported to, once start has one.
+	log atomic.Pointer[slog.Logger]
 }
 
 // listen checks the flags and takes the data plane's ports, before the database is touched, so
@@ -209,15 +213,38 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 		d.Close()
 		return nil, err
 	}
-	d.agentLn = netx.Limit(d.agentLn, agentLimits)
+	// Agents must authenticate, and public HTTP and TLS clients send a request head or a
+	// ClientHello, before their connection is safe from eviction (ListenPending); TCP
+	// endpoints' connections (ingress.ListenTCP) are safe from their first byte, or none.
+	agentLimits.OnEvict = d.logEviction("agent")
+	publicLimits.OnEvict = d.logEviction("public")
+	d.agentLn = netx.NewLimiter(agentLimits).ListenPending(d.agentLn)
 	d.public = netx.NewLimiter(publicLimits)
 	if d.httpLn != nil {
-		d.httpLn = d.public.Listen(d.httpLn)
+		d.httpLn = d.public.ListenPending(d.httpLn)
 	}
 	if d.httpsLn != nil {
-		d.httpsLn = d.public.Listen(d.httpsLn)
+		d.httpsLn = d.public.ListenPending(d.httpsLn)
 	}
 	return d, nil
+}
+
+// logEviction reports the connections closed to make room on a listener, at debug level (a
+// flood of them is what eviction is for), once start has given the data plane its logger.
+func (d *dataPlane) logEviction(listener string) func(netx.Eviction) {
+	return func(ev netx.Eviction) {
+		if log := d.log.Load(); log != nil {
+			evictionLogger(log, listener)(ev)
+		}
+	}
+}
+
+// evictionLogger logs each connection a listener's limiter closes to admit a new client.
+func evictionLogger(log *slog.Logger, listener string) func(netx.Eviction) {
+	return func(ev netx.Eviction) {
+		log.Debug("connection closed to admit a new client", "listener", listener, "remote", ev.Remote.String(),
+			"pending", ev.Pending, "trusted", ev.Trusted, "unproductive", ev.Unproductive.Round(time.Millisecond))
+	}
 }
 
 // loadCA returns edgeplane's CA, making it on first use and sharing it through the database.
@@ -272,6 +299,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	d.replica, _ = ep.NewID("rep")
 	d.st = st
+	d.log.Store(log)
 	certs := ingress.NewCerts(ca)
 	d.pub = ingress.New(ingress.Config{
 		Certificate:   certs.Certificate,

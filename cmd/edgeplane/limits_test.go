@@ -152,3 +152,110 @@ func TestConnectionLimitSettingsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// evictions counts the connections serve logged as closed to admit a new client on listener.
+func evictions(stderr, listener string) int {
+	n := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, `msg="connection closed to admit a new client"`) && strings.Contains(line, "listener="+listener+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSlowlorisGivesWayOnTheAPI is issue 24 item 6's slowloris wave scaled down: with
+// --max-connections 4 and a header timeout of a minute, one slot holds an upload in progress
+// and three hold clients that never finish their request head (silent, half a request line, a
+// header trickled forever). Three new clients are each answered 200 at once, by closing the three
+// slow ones, oldest first; the upload, though the oldest connection, is not touched and
+// completes with 201.
+func TestSlowlorisGivesWayOnTheAPI(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "edgeplane.db")
+	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--max-connections", "4",
+		"--read-header-timeout", "1m", "--read-timeout", "2m", "--log-level", "debug")
+	token, ok := bootstrapToken(t, p.Stderr.String())
+	if !ok {
+		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
+	}
+	body := `{"description":"uploaded slowly"}`
+	up := dial(t, p.Addr)
+	head := strings.Replace(rawRequest(token, "POST", "/ip_policies", body), "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1)
+	head = strings.TrimSuffix(head, body)
+	if _, err := io.WriteString(up, head); err != nil {
+		t.Fatal(err)
+	}
+	upr := bufio.NewReader(up)
+	_ = up.SetReadDeadline(time.Now().Add(20 * time.Second))
+	// The server asks for the body once the handler reads it: the request is in progress.
+	if line, err := upr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("no 100 Continue for the upload: %q %v", line, err)
+	}
+	if line, err := upr.ReadString('\n'); err != nil || line != "\r\n" {
+		t.Fatalf("100 Continue not followed by its blank line: %q %v", line, err)
+	}
+	if _, err := io.WriteString(up, body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	var slow []net.Conn
+	for _, first := range []string{"", "GET /ip_pol", "GET /ip_policies HTTP/1.1\r\nHost: x\r\n"} {
+		c := dial(t, p.Addr)
+		if _, err := io.WriteString(c, first); err != nil {
+			t.Fatal(err)
+		}
+		if first != "" && strings.HasSuffix(first, "\r\n") {
+			go func() {
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+					if _, err := io.WriteString(c, "X-Slow: 1\r\n"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		slow = append(slow, c)
+	}
+	// The listener accepts in order: the newcomers come after the slow ones, every slot taken.
+	answered := 0
+	for range 3 {
+		// Each newcomer keeps its connection open (closing it would free a slot).
+		if _, status := keepAlive(t, p.Addr, healthz); status == 200 {
+			answered++
+		}
+	}
+	closed := 0
+	for _, c := range slow {
+		if closedByServer(c, 20*time.Second) {
+			closed++
+		}
+	}
+	if _, err := io.WriteString(up, body[10:]); err != nil {
+		t.Fatalf("finishing the upload: %v", err)
+	}
+	_ = up.SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, err := http.ReadResponse(upr, nil)
+	if err != nil {
+		t.Fatalf("the upload in progress was cut off: %v (%d of 3 newcomers answered, %d of 3 slow clients closed); stderr:\n%s",
+			err, answered, closed, p.Stderr)
+	}
+	res.Body.Close()
+	if answered != 3 || closed != 3 || res.StatusCode != 201 {
+		t.Errorf("%d of 3 newcomers answered 200, %d of 3 slow clients closed, upload %d", answered, closed, res.StatusCode)
+	}
+	// The newcomers' own connections, idle and younger, are closed last: evictions are the slow
+	// ones only, each logged once.
+	// The log is written in the background: wait for the lines.
+	for end := time.Now().Add(20 * time.Second); evictions(p.Stderr.String(), "api") < 3 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := evictions(p.Stderr.String(), "api"); n != 3 {
+		t.Errorf("%d evictions logged on the API listener, want 3:\n%s", n, p.Stderr)
+	}
+}

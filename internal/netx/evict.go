@@ -5,15 +5,28 @@ import (
 	"time"
 )
 
-// evictRetry is how often an Accept waiting for a slot looks again for an idle connection to
-// close, in case another listener of the limiter took the slot its last eviction freed.
+// evictRetry is how often an Accept waiting for a slot looks again for a connection to close, in
+// case another listener of the limiter took the slot its last eviction freed.
 const evictRetry = 50 * time.Millisecond
 
-// acceptEvicting is Accept under Limits.EvictIdle: it accepts the next connection, refuses it
-// when its address is over its limits, and then takes a slot, closing the longest idle HTTP
-// keep-alive connection when none is free. Without an idle connection to close it waits, as
-// Accept does, for one to close or go idle; the new connection waits meanwhile (one at a time
-// per listener; those behind it stay in the backlog).
+// An Eviction is a connection closed to make room for a new one (see Limits.Evict).
+type Eviction struct {
+	// Remote is the closed connection's client address.
+	Remote net.Addr
+	// Pending is true when it never did its first work (a request head, a carried TLS
+	// connection, an agent's Auth), false when it was idle between HTTP requests.
+	Pending bool
+	// Trusted is true when its peer had authenticated (an API key holder's idle connection).
+	Trusted bool
+	// Unproductive is how long it had been pending or idle.
+	Unproductive time.Duration
+}
+
+// acceptEvicting is Accept under Limits.Evict: it accepts the next connection, refuses it when
+// its address is over its limits, and then takes a slot, closing the connection that has been
+// unproductive longest when none is free. Without a connection to close it waits, as Accept
+// does, for one to close or become unproductive; the new connection waits meanwhile (one at a
+// time per listener; those behind it stay in the backlog).
 func (ln *listener) acceptEvicting() (net.Conn, error) {
 	l := ln.l
 	for {
@@ -29,7 +42,7 @@ func (ln *listener) acceptEvicting() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		if lc := l.admit(c); lc != nil {
+		if lc := l.admit(c, ln.pending); lc != nil {
 			return lc, nil
 		}
 		c.Close()
@@ -57,8 +70,8 @@ func (l *Limiter) overAddr(c net.Conn) bool {
 	return false
 }
 
-// makeRoom takes a slot, evicting idle connections until one is free; false when done closed
-// first.
+// makeRoom takes a slot, evicting unproductive connections until one is free; false when done
+// closed first.
 func (l *Limiter) makeRoom(done <-chan struct{}) bool {
 	var retry *time.Timer
 	for {
@@ -86,49 +99,86 @@ func (l *Limiter) makeRoom(done <-chan struct{}) bool {
 	}
 }
 
-// evictOldest closes the connection that has been idle longest, if any: closing it frees its
-// slot. The connection may have received a request in the instant since it was last idle; its
-// client sees the connection closed, as with any idle timeout, and HTTP clients retry.
+// evictOldest closes the untrusted connection that has been unproductive longest, or else the
+// trusted one, if any: closing it frees its slot. The connection may have become productive in
+// the instant since (a request head read): its client sees the connection closed, as with any
+// idle timeout, and HTTP clients retry.
 func (l *Limiter) evictOldest() {
 	l.mu.Lock()
-	e := l.idle.Front()
+	e := l.unproductive[0].Front()
+	trusted := e == nil
+	if trusted {
+		e = l.unproductive[1].Front()
+	}
 	if e == nil {
 		l.mu.Unlock()
 		return
 	}
 	c := e.Value.(*conn)
-	l.unidle(c)
+	ev := Eviction{Remote: c.RemoteAddr(), Pending: c.pending, Trusted: trusted, Unproductive: time.Since(c.since)}
+	l.delist(c)
 	l.stats.Evicted++
 	l.mu.Unlock()
 	c.Close()
+	if l.lim.OnEvict != nil {
+		l.lim.OnEvict(ev)
+	}
 }
 
-// setIdle puts c at the end of the idle list, or takes it out. A closed connection is never
-// put in.
+// setIdle puts c at the end of its unproductive list as idle, or takes it out of the lists. A
+// closed connection is never put in.
 func (l *Limiter) setIdle(c *conn, idle bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.unidle(c)
-	if !idle {
-		return
+	l.delist(c)
+	if idle {
+		l.enlist(c, false)
 	}
+}
+
+// enlist puts c at the end of its unproductive list (the untrusted or the trusted one), pending
+// or idle, unless it is closed; l.mu must be held.
+func (l *Limiter) enlist(c *conn, pending bool) {
 	c.mu.Lock()
-	closed := c.closed
+	closed, trusted := c.closed, c.trusted
 	c.mu.Unlock()
 	if closed {
 		return
 	}
-	c.idleAt = l.idle.PushBack(c)
+	c.in = &l.unproductive[0]
+	if trusted {
+		c.in = &l.unproductive[1]
+	}
+	c.at, c.pending, c.since = c.in.PushBack(c), pending, time.Now()
+	if pending {
+		l.pending++
+	}
 	select {
 	case l.idled <- struct{}{}:
 	default:
 	}
 }
 
-// unidle takes c out of the idle list; l.mu must be held.
-func (l *Limiter) unidle(c *conn) {
-	if c.idleAt != nil {
-		l.idle.Remove(c.idleAt)
-		c.idleAt = nil
+// delist takes c out of the unproductive lists; l.mu must be held.
+func (l *Limiter) delist(c *conn) {
+	if c.at == nil {
+		return
 	}
+	c.in.Remove(c.at)
+	if c.pending {
+		l.pending--
+	}
+	c.at, c.in, c.pending = nil, nil, false
+}
+
+// working marks the connection inside c as doing its work: it is no longer pending or idle, and
+// is not closed to make room. Pipe calls it for the connections it carries.
+func working(c net.Conn) {
+	lc := find(c)
+	if lc == nil {
+		return
+	}
+	lc.l.mu.Lock()
+	lc.l.delist(lc)
+	lc.l.mu.Unlock()
 }

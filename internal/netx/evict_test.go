@@ -19,7 +19,7 @@ func evictServer(t *testing.T, max int) (*Limiter, string, chan struct{}) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewLimiter(Limits{Max: max, EvictIdle: true})
+	l := NewLimiter(Limits{Max: max, Evict: true})
 	release := make(chan struct{})
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -28,22 +28,30 @@ type Limits struct {
 	// trusted may wait for its next request (see ConnState); a trusted one waits for the
 	// server's own idle timeout.
 	UntrustedIdle time.Duration
-	// EvictIdle, with a Max, admits a new connection when every slot is taken by closing the
-	// HTTP keep-alive connection that has waited longest for its next request (see ConnState),
-	// rather than leaving the newcomer in the backlog: idle connections then cost their
-	// clients a reconnection, never other clients their answer. Accept then takes the
+	// Evict, with a Max, admits a new connection when every slot is taken by closing the
+	// connection that has been unproductive longest, rather than leaving the newcomer in the
+	// backlog: a connection is unproductive while it waits between HTTP requests (see
+	// ConnState) and, on a listener from ListenPending, from its accepting until its first
+	// request head has been read, its TLS connection is carried (Pipe) or its peer
+	// authenticated (Trust). Untrusted connections go first, longest first; an idle trusted
+	// one only when no untrusted one is unproductive. A connection with a request in progress,
+	// one carrying bytes and an authenticated agent are never closed. Accept then takes the
 	// connection before its slot, so a new client is seen while the slots are full.
-	EvictIdle bool
+	Evict bool
+	// OnEvict, when not nil, is told of each connection closed to make room (after it was
+	// closed), for logs; it runs on the accepting goroutine and must not block.
+	OnEvict func(Eviction)
 }
 
 // Stats are a limiter's counts, for tests and metrics.
 type Stats struct {
 	// Open is the connections open now; Untrusted those of them not trusted yet; Idle those
-	// waiting for their next HTTP request (counted with Limits.EvictIdle only).
-	Open, Untrusted, Idle int
+	// waiting for their next HTTP request, and Pending those that have not done their first
+	// work yet (both counted with Limits.Evict only).
+	Open, Untrusted, Idle, Pending int
 	// Accepted counts the connections handed to the server, Refused those closed at once
-	// because their address had reached its limit, Evicted the idle keep-alive connections
-	// closed to make room for a new one (see Limits.EvictIdle).
+	// because their address had reached its limit, Evicted the unproductive connections
+	// closed to make room for a new one (see Limits.Evict).
 	Accepted, Refused, Evicted uint64
 }
 
@@ -56,10 +64,13 @@ type Limiter struct {
 	mu    sync.Mutex
 	addrs map[netip.Addr]*addrCount
 	stats Stats
-	// idle holds the connections waiting for their next HTTP request, longest waiting first,
-	// when the limits evict idle connections; idled is signalled when one joins it.
-	idle  list.List
-	idled chan struct{}
+	// unproductive holds the connections that may be closed to make room (see Limits.Evict),
+	// the untrusted ones [0] and the trusted ones [1], each longest unproductive first;
+	// pending counts those of them that never did their first work. idled is signalled when
+	// a connection joins a list.
+	unproductive [2]list.List
+	pending      int
+	idled        chan struct{}
 }
 
 // addrCount is what one client address holds.
@@ -82,28 +93,40 @@ func (l *Limiter) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.stats
-	st.Idle = l.idle.Len()
+	st.Pending = l.pending
+	st.Idle = l.unproductive[0].Len() + l.unproductive[1].Len() - l.pending
 	return st
 }
 
 // Listen wraps ln: its connections count against the limiter's limits, together with those of
-// every other listener of the limiter. Closing the returned listener closes ln.
+// every other listener of the limiter. Closing the returned listener closes ln. Its connections
+// are closed to make room (Limits.Evict) only while idle between HTTP requests: a listener of
+// raw connections (a TCP endpoint's) whose client may rightly stay silent uses Listen.
 func (l *Limiter) Listen(ln net.Listener) net.Listener {
 	return &listener{Listener: ln, l: l, done: make(chan struct{})}
 }
 
+// ListenPending is Listen for a listener whose clients must do something first: send a request
+// head (HTTP), a ClientHello that gets carried (TLS), or authenticate (agents). Until then a
+// connection is pending, and with Limits.Evict the longest pending ones are closed to admit new
+// clients, so that clients that never finish their first request cannot keep others out.
+func (l *Limiter) ListenPending(ln net.Listener) net.Listener {
+	return &listener{Listener: ln, l: l, done: make(chan struct{}), pending: true}
+}
+
 type listener struct {
 	net.Listener
-	l    *Limiter
-	done chan struct{}
-	once sync.Once
+	l       *Limiter
+	done    chan struct{}
+	once    sync.Once
+	pending bool // connections start pending (see ListenPending)
 }
 
 // Accept waits for a free slot, then accepts the next connection whose address is within its
-// limits; connections beyond them are closed and counted as refused. With Limits.EvictIdle it
+// limits; connections beyond them are closed and counted as refused. With Limits.Evict it
 // accepts first, then makes room (see acceptEvicting).
 func (ln *listener) Accept() (net.Conn, error) {
-	if ln.l.lim.EvictIdle && ln.l.sem != nil {
+	if ln.l.lim.Evict && ln.l.sem != nil {
 		return ln.acceptEvicting()
 	}
 	for {
@@ -119,7 +142,7 @@ func (ln *listener) Accept() (net.Conn, error) {
 			ln.l.releaseSlot()
 			return nil, err
 		}
-		if lc := ln.l.admit(c); lc != nil {
+		if lc := ln.l.admit(c, false); lc != nil {
 			return lc, nil
 		}
 		c.Close()
@@ -152,8 +175,9 @@ func addrKey(a net.Addr) (netip.Addr, bool) {
 	return ip, true
 }
 
-// admit counts c against its address, or refuses it (releasing its slot) and returns nil.
-func (l *Limiter) admit(c net.Conn) *conn {
+// admit counts c against its address, or refuses it (releasing its slot) and returns nil. A
+// pending connection joins the unproductive ones when the limits evict.
+func (l *Limiter) admit(c net.Conn, pending bool) *conn {
 	key, keyed := addrKey(c.RemoteAddr())
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -175,7 +199,11 @@ func (l *Limiter) admit(c net.Conn) *conn {
 	l.stats.Open++
 	l.stats.Untrusted++
 	l.stats.Accepted++
-	return &conn{Conn: c, l: l, key: key, keyed: keyed}
+	lc := &conn{Conn: c, l: l, key: key, keyed: keyed}
+	if pending && l.lim.Evict {
+		l.enlist(lc, true)
+	}
+	return lc
 }
 
 // conn is an accepted connection counted by its limiter until it is closed.
@@ -184,8 +212,12 @@ type conn struct {
 	l     *Limiter
 	key   netip.Addr
 	keyed bool
-	// idleAt is the connection's place in its limiter's idle list, or nil; guarded by l.mu.
-	idleAt *list.Element
+	// Guarded by l.mu: the connection's place in its limiter's unproductive lists (nil when
+	// in none), the list, whether it is there as pending, and since when.
+	at      *list.Element
+	in      *list.List
+	pending bool
+	since   time.Time
 
 	mu        sync.Mutex
 	trusted   bool
@@ -204,7 +236,7 @@ func (c *conn) Close() error {
 	trusted := c.trusted
 	c.mu.Unlock()
 	c.l.mu.Lock()
-	c.l.unidle(c)
+	c.l.delist(c)
 	c.l.stats.Open--
 	if !trusted {
 		c.l.stats.Untrusted--
@@ -223,7 +255,8 @@ func (c *conn) Close() error {
 	return c.Conn.Close()
 }
 
-// trust marks the connection trusted, once.
+// trust marks the connection trusted, once. Trusting is the first work of a pending connection
+// (an agent's Auth), so it leaves the unproductive ones.
 func (c *conn) trust() {
 	c.mu.Lock()
 	if c.trusted || c.closed {
@@ -233,6 +266,7 @@ func (c *conn) trust() {
 	c.trusted = true
 	c.mu.Unlock()
 	c.l.mu.Lock()
+	c.l.delist(c)
 	c.l.stats.Untrusted--
 	if n := c.l.addrs[c.key]; c.keyed && n != nil {
 		n.untrusted--
@@ -291,8 +325,10 @@ func find(c net.Conn) *conn {
 }
 
 // Trust marks a connection accepted by a Limiter trusted: its peer authenticated. It then
-// counts against Limits.PerAddr only, and waits for the server's own idle timeout. Trust does
-// nothing to other connections, so callers need not know whether a listener was limited.
+// counts against Limits.PerAddr only, waits for the server's own idle timeout, is no longer
+// pending, and is closed to make room only when idle between HTTP requests and no untrusted
+// connection can be closed instead. Trust does nothing to other connections, so callers need
+// not know whether a listener was limited.
 func Trust(c net.Conn) {
 	if lc := find(c); lc != nil {
 		lc.trust()
@@ -320,8 +356,10 @@ func TrustContext(ctx context.Context) {
 // sets the idle read deadline right after this hook; the deadline after it, for the request's
 // header, is not clamped.)
 //
-// With Limits.EvictIdle it also keeps the limiter's list of idle connections, the ones it may
-// close to make room.
+// With Limits.Evict it also keeps the limiter's lists of unproductive connections, the ones it
+// may close to make room: a connection is idle from StateIdle, and productive from StateActive
+// (net/http reports it once a whole request head has been read, or for HTTP/2 once a stream
+// is open) until it goes idle again. StateNew leaves a pending connection pending.
 func ConnState(c net.Conn, st http.ConnState) {
 	if st == http.StateNew {
 		return
@@ -330,7 +368,7 @@ func ConnState(c net.Conn, st http.ConnState) {
 	if lc == nil {
 		return
 	}
-	if lc.l.lim.EvictIdle {
+	if lc.l.lim.Evict {
 		lc.l.setIdle(lc, st == http.StateIdle)
 	}
 	if st != http.StateIdle {

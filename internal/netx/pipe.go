@@ -12,8 +12,11 @@ type closeWriter interface{ CloseWrite() error }
 
 // Pipe copies both ways between a and b, half-closing each side when the other finishes
 // sending (so a client that shuts down its sending side still gets the whole answer), and
-// returns when both directions are done. Both are closed on return.
+// returns when both directions are done. Both are closed on return. A connection carried is
+// working: a limiter never closes it to make room (see Limits.Evict), whether bytes flow or not.
 func Pipe(a, b net.Conn) {
+	working(a)
+	working(b)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	cp := func(dst, src net.Conn) {
