@@ -160,7 +160,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 		}
 	}
 	s.refusedPolicies = refusedPolicies(s)
-	b := &builder{s: s, rules: rules, final: final}
+	b := &builder{s: s, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{}}
 	for _, e := range s.HTTPSEdges {
 		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS)}
 		for _, r := range e.Routes {
@@ -208,6 +208,9 @@ type builder struct {
 	s     *Snapshot
 	rules map[string][]*ep.IPPolicyRule
 	final http.Handler
+	// ipFilters are the IP policies' rules, parsed once per build and shared by every edge and
+	// route referring to them (nil: a rule does not parse).
+	ipFilters map[string]*enforce.IPFilter
 }
 
 // edge fills what every edge has. HTTPS and TLS edges are found by host (the hostport's port is
@@ -251,26 +254,47 @@ func sortRoutes(rs []*Route) {
 }
 
 // ipChain builds the ip_restriction stage: the union of the rules of the module's policies (a
-// deleted policy has no rules).
+// deleted policy has no rules). Each policy's rules are parsed once per build and shared by the
+// stages of every edge and route referring to it.
 func (b *builder) ipChain(m *ep.EndpointIPPolicy) *enforce.Chain {
 	if m == nil || !m.Enabled {
 		return nil
 	}
-	var allow, deny []string
+	parts := make([]*enforce.IPFilter, 0, len(m.IPPolicies))
 	for _, ref := range m.IPPolicies {
-		for _, r := range b.rules[ref.ID] {
-			if r.Action == "deny" {
-				deny = append(deny, r.CIDR)
-			} else {
-				allow = append(allow, r.CIDR)
-			}
+		f := b.ipPolicyFilter(ref.ID)
+		if f == nil { // the API validated every CIDR; refuse everyone rather than guess
+			f, _ = enforce.NewIPFilter(nil, []string{"0.0.0.0/0", "::/0"})
+			parts = []*enforce.IPFilter{f}
+			break
+		}
+		parts = append(parts, f)
+	}
+	return &enforce.Chain{Conn: []enforce.ConnStage{enforce.JoinIPFilters(parts...)}}
+}
+
+// ipPolicyFilter returns the filter of one IP policy's rules (nil when one does not parse).
+func (b *builder) ipPolicyFilter(id string) *enforce.IPFilter {
+	if f, ok := b.ipFilters[id]; ok {
+		return f
+	}
+	if b.ipFilters == nil {
+		b.ipFilters = map[string]*enforce.IPFilter{}
+	}
+	var allow, deny []string
+	for _, r := range b.rules[id] {
+		if r.Action == "deny" {
+			deny = append(deny, r.CIDR)
+		} else {
+			allow = append(allow, r.CIDR)
 		}
 	}
 	f, err := enforce.NewIPFilter(allow, deny)
-	if err != nil { // the API validated every CIDR; refuse everyone rather than guess
-		f, _ = enforce.NewIPFilter(nil, []string{"0.0.0.0/0", "::/0"})
+	if err != nil {
+		f = nil
 	}
-	return &enforce.Chain{Conn: []enforce.ConnStage{f}}
+	b.ipFilters[id] = f
+	return f
 }
 
 var tlsVersions = map[string]uint16{"1.0": tls.VersionTLS10, "1.1": tls.VersionTLS11, "1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
