@@ -211,6 +211,11 @@ type builder struct {
 	// ipFilters are the IP policies' rules, parsed once per build and shared by every edge and
 	// route referring to them (nil: a rule does not parse).
 	ipFilters map[string]*enforce.IPFilter
+	// caCerts are the certificate authorities' certificates, parsed once per build, and
+	// clientCAs the pools of mutual_tls modules, by their list of authorities: a pool copies each
+	// certificate's subject, so edges with the same authorities share one.
+	caCerts   map[string][]*x509.Certificate
+	clientCAs map[string]TLSPolicy
 }
 
 // edge fills what every edge has. HTTPS and TLS edges are found by host (the hostport's port is
@@ -307,17 +312,46 @@ func (b *builder) tlsPolicy(t *ep.EndpointTLSTermination, m *ep.EndpointMutualTL
 		p.MinVersion = tlsVersions[*t.MinVersion]
 	}
 	if m != nil && m.Enabled {
+		ids := make([]string, len(m.CertificateAuthorities))
+		for i, ref := range m.CertificateAuthorities {
+			ids[i] = ref.ID
+		}
+		key := strings.Join(ids, ",")
+		if shared, ok := b.clientCAs[key]; ok {
+			p.MutualTLS, p.ClientCAs, p.roots = true, shared.ClientCAs, shared.roots
+			return p
+		}
 		p.MutualTLS = true
 		p.ClientCAs = x509.NewCertPool()
-		for _, ref := range m.CertificateAuthorities {
-			if ca := b.s.CAs[ref.ID]; ca != nil {
-				for _, cert := range parsePEMCertificates([]byte(ca.CAPEM)) {
-					p.AddClientCA(cert)
-				}
+		for _, id := range ids {
+			for _, cert := range b.caCertificates(id) {
+				p.AddClientCA(cert)
 			}
 		}
+		if b.clientCAs == nil {
+			b.clientCAs = map[string]TLSPolicy{}
+		}
+		b.clientCAs[key] = p
 	}
 	return p
+}
+
+// caCertificates returns the parsed certificates of a certificate authority (none when it was
+// deleted), parsed once per build: the pools of every edge with mutual_tls on it share them, where
+// each edge used to hold a parsed copy of each of its up to 32 authorities.
+func (b *builder) caCertificates(id string) []*x509.Certificate {
+	if certs, ok := b.caCerts[id]; ok {
+		return certs
+	}
+	if b.caCerts == nil {
+		b.caCerts = map[string][]*x509.Certificate{}
+	}
+	var certs []*x509.Certificate
+	if ca := b.s.CAs[id]; ca != nil {
+		certs = parsePEMCertificates([]byte(ca.CAPEM))
+	}
+	b.caCerts[id] = certs
+	return certs
 }
 
 // parsePEMCertificates returns the certificates of a PEM bundle, skipping what does not parse
