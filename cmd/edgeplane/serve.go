@@ -62,7 +62,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 	corsOrigins := fs.String("cors-origins", env("EDGEPLANE_CORS_ORIGINS", "*"),
 		"comma-separated origins browsers may call the API from; * for any, \"\" for none (env EDGEPLANE_CORS_ORIGINS)")
 	fs.IntVar(&c.maxConnections, "max-connections", envInt("EDGEPLANE_MAX_CONNECTIONS", defaultMaxConnections),
-		"most client connections served at once; more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
+		"most client connections served at once; at the limit the one unproductive longest (request head unfinished, or idle) is closed for a new client, and while every one has a request in progress more wait in the backlog (env EDGEPLANE_MAX_CONNECTIONS)")
 	fs.IntVar(&c.perIP, "max-connections-per-ip", envInt("EDGEPLANE_MAX_CONNECTIONS_PER_IP", defaultMaxConnectionsPerIP),
 		"most client connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_MAX_CONNECTIONS_PER_IP)")
 	fs.IntVar(&c.responseBudgetMiB, "response-budget", envInt("EDGEPLANE_RESPONSE_BUDGET", server.DefaultResponseBytes>>20),
