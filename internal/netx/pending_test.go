@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -360,5 +361,74 @@ func TestCarriedConnectionsAreSpared(t *testing.T) {
 	}
 	if st := l.Stats(); st.Evicted != 2 || st.Open != 3 {
 		t.Fatalf("stats %+v, want 2 evicted (the first two newcomers, idle) and 3 open", st)
+	}
+}
+
+// TestHTTP2StreamInProgressIsSpared: over HTTP/2 a connection is productive while a stream is
+// open. With two slots, one held by an HTTP/2 upload in progress and one by a client silent in
+// its TLS handshake, a newcomer takes the silent one's slot and the upload completes.
+func TestHTTP2StreamInProgressIsSpared(t *testing.T) {
+	l := NewLimiter(Limits{Max: 2, Evict: true})
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, r.Proto)
+		}),
+		TLSConfig:         selfSignedConfig(t),
+		ReadHeaderTimeout: time.Minute,
+		IdleTimeout:       time.Hour,
+		ConnState:         ConnState,
+		ErrorLog:          log.New(io.Discard, "", 0), // the evicted client's handshake error
+	}
+	srv.TLSConfig.NextProtos = []string{"h2"}
+	go func() { _ = srv.ServeTLS(l.ListenPending(raw), "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	url := "https://" + raw.Addr().String() + "/"
+	h2 := func() *http.Client {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: time.Minute}
+	}
+	body, feed := io.Pipe()
+	upload := make(chan string, 1)
+	go func() {
+		res, err := h2().Post(url, "text/plain", body)
+		if err != nil {
+			upload <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		upload <- res.Status + " " + string(b)
+	}()
+	if _, err := io.WriteString(feed, "half"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the upload's stream to be open", func() bool { st := l.Stats(); return st.Open == 1 && st.Pending == 0 && st.Idle == 0 })
+	silent, sr := dial(t, raw.Addr().String())
+	waitFor(t, "the silent client to be accepted", func() bool { return l.Stats().Pending == 1 })
+	res, err := h2().Get(url)
+	if err != nil {
+		t.Fatalf("newcomer: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || string(b) != "HTTP/2.0" {
+		t.Fatalf("newcomer: %d %q", res.StatusCode, b)
+	}
+	if !closedByServer(silent, sr) {
+		t.Fatal("the silent client is still open")
+	}
+	_, _ = io.WriteString(feed, "-done")
+	feed.Close()
+	if got := <-upload; got != "200 OK HTTP/2.0" {
+		t.Fatalf("the HTTP/2 upload in progress: %q", got)
+	}
+	if st := l.Stats(); st.Evicted != 1 {
+		t.Fatalf("stats %+v, want only the silent client evicted", st)
 	}
 }
