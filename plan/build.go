@@ -216,6 +216,8 @@ type builder struct {
 	// certificate's subject, so edges with the same authorities share one.
 	caCerts   map[string][]*x509.Certificate
 	clientCAs map[string]TLSPolicy
+	// backends are the backends resolved so far (resolve).
+	backends map[backendAt]*Backend
 }
 
 // edge fills what every edge has. HTTPS and TLS edges are found by host (the hostport's port is
@@ -384,7 +386,31 @@ func (b *builder) backendOf(m *ep.EndpointBackend) *Backend {
 // plan finite whatever is stored).
 const maxDepth = 16
 
+// backendAt names a backend resolved at a depth: the resolution depends on nothing else.
+type backendAt struct {
+	id    string
+	depth int
+}
+
+// resolve returns the backend id at depth, resolved once per build and shared by every edge,
+// route and parent backend reaching it there: the API refuses cycles, not shared children, and
+// resolving each path again made a tree of every path, exponential in the depth (32 layers of 32
+// failover backends each listing the 32 below: 32^depth nodes per route). Backends are read,
+// never changed, by the data plane.
 func (b *builder) resolve(id string, depth int) *Backend {
+	k := backendAt{id, depth}
+	if r, ok := b.backends[k]; ok {
+		return r
+	}
+	if b.backends == nil {
+		b.backends = map[backendAt]*Backend{}
+	}
+	r := b.resolveOnce(id, depth)
+	b.backends[k] = r
+	return r
+}
+
+func (b *builder) resolveOnce(id string, depth int) *Backend {
 	d := b.s.Backends[id]
 	if d == nil || depth > maxDepth {
 		return &Backend{ID: id, Missing: true}
