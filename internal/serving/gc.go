@@ -23,23 +23,26 @@ const DefaultGCPercent = 400
 const DefaultMemoryLimit = 88 << 20
 
 // liveHeadroom is the share of the live memory the limit leaves above it once what is live no
-// longer fits under DefaultMemoryLimit (see tuneMemoryLimit): a quarter, so that the collector
-// runs about once per quarter of the live heap allocated, like GOGC=25.
-const liveHeadroom = 4
+// longer fits under DefaultMemoryLimit (see tuneMemoryLimit): an eighth, so that the collector
+// runs about once per eighth of the live heap allocated, like GOGC=12. A quarter took a hostile
+// account's process (read cache, snapshot cache and answers being rendered, ~105 MiB live) to
+// 145-158 MiB resident, over the 150 MB target (cmd/edgeplane TestHostileAccountRSS); an eighth
+// keeps it at about 130 MiB.
+const liveHeadroom = 8
 
 // minHeadroom is the least room above what is live, so that a server just past the floor does
 // not collect after every few allocations.
-const minHeadroom = 16 << 20
+const minHeadroom = 8 << 20
 
 // SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise, and unless
 // GOMEMLIMIT does, a soft memory limit that follows what is live: DefaultMemoryLimit, or what was
-// live after the last collection plus a quarter, whichever is more.
+// live after the last collection plus an eighth, whichever is more.
 //
 // A fixed limit below what is live makes the collector run back to back (it is then held to half
 // the CPU): 10,000 idle agent sessions hold several hundred megabytes, and an account with
 // 100,000 routes about 140 MB, so a fixed 88 MiB limit made such a server spend a fifth of a core
 // at rest and slowed every plan rebuild. Following the live memory keeps the limit's bound on
-// garbage (never more than a quarter of what is live, against four times with GOGC=400 alone)
+// garbage (an eighth of what is live, against four times with GOGC=400 alone)
 // without that cost.
 func SetGC() {
 	if os.Getenv("GOGC") == "" {

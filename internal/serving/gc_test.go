@@ -30,7 +30,7 @@ func restoreGC(t *testing.T) {
 	})
 }
 
-// The limit rises above what is live, by a quarter, and returns to its floor when that is freed.
+// The limit rises above what is live, by an eighth, and returns to its floor when that is freed.
 func TestMemoryLimitFollowsWhatIsLive(t *testing.T) {
 	restoreGC(t)
 	runtime.GC()
@@ -40,8 +40,8 @@ func TestMemoryLimitFollowsWhatIsLive(t *testing.T) {
 	h := holdMiB(200)
 	runtime.GC()
 	got := tuneMemoryLimit()
-	if lo, hi := int64(250<<20), int64(300<<20); got < lo || got > hi {
-		t.Errorf("limit with 200 MiB live = %d MiB, want 250–300 MiB (live plus a quarter)", got>>20)
+	if lo, hi := int64(225<<20), int64(270<<20); got < lo || got > hi {
+		t.Errorf("limit with 200 MiB live = %d MiB, want 225–270 MiB (live plus an eighth)", got>>20)
 	}
 	if now := debug.SetMemoryLimit(-1); now != got {
 		t.Errorf("the runtime's limit is %d, the tuner said %d", now, got)
