@@ -69,7 +69,8 @@ func (m *EndpointTrafficPolicyMutate) Build(*Op) (any, error) {
 	return &EndpointTrafficPolicy{Enabled: enabled(m.Enabled), Value: *m.Value}, nil
 }
 
-// ValidatePolicyDocument accepts a JSON object or a YAML mapping of at most MaxTrafficPolicyBytes.
+// ValidatePolicyDocument accepts a JSON object or a YAML mapping of at most MaxTrafficPolicyBytes
+// whose estimated compiled size fits in MaxAccountPolicyCost.
 func ValidatePolicyDocument(v string) error {
 	if len(v) > MaxTrafficPolicyBytes {
 		return Invalid(CodeInvalid, "value", "must be at most %d bytes, got %d", MaxTrafficPolicyBytes, len(v))
@@ -80,10 +81,22 @@ func ValidatePolicyDocument(v string) error {
 		if err := json.Unmarshal([]byte(trimmed), &doc); err != nil {
 			return Invalid(CodeInvalid, "value", "is not a valid JSON object: %v", err)
 		}
-		return nil
+		return policyFits(v)
 	}
 	if err := parseYAMLMapping(trimmed); err != nil {
 		return Invalid(CodeInvalid, "value", "is neither a JSON object nor a YAML mapping: %v", err)
+	}
+	return policyFits(v)
+}
+
+// policyFits refuses a document that could never be applied: one whose compiled stages are
+// estimated (TrafficPolicyCost) above what a whole account's routing plan may hold. Accepted, it
+// would only ever fail its edge or route closed; refused, its author learns why at once. It is
+// checked before the document is compiled, which for such a document takes megabytes.
+func policyFits(v string) error {
+	if c := TrafficPolicyCost(v); c > MaxAccountPolicyCost {
+		return Invalid(CodeInvalid, "value", "would compile to an estimated %d KiB of traffic policy, more than the %d KiB an account's routing plan may hold (MaxAccountPolicyCost, docs/api.md): use fewer or shorter expressions",
+			c>>10, MaxAccountPolicyCost>>10)
 	}
 	return nil
 }

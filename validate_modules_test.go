@@ -157,6 +157,16 @@ func TestValidateWebhookVerification(t *testing.T) {
 	runCases(t, cases)
 }
 
+// costlyPolicy is a document under MaxTrafficPolicyBytes whose expressions are estimated to
+// compile to more than MaxAccountPolicyCost: 10,000 expressions of three tokens.
+func costlyPolicy() string {
+	doc := `{"on_http_request":[{"expressions":["1>0"` + strings.Repeat(`,"1>0"`, 9999) + `],"actions":[{"type":"deny"}]}]}`
+	if len(doc) > MaxTrafficPolicyBytes || TrafficPolicyCost(doc) <= MaxAccountPolicyCost {
+		panic("costlyPolicy is not what it says")
+	}
+	return doc
+}
+
 // tp is a traffic_policy module with the document.
 func tp(doc string) *EndpointTrafficPolicyMutate { return &EndpointTrafficPolicyMutate{Value: &doc} }
 
@@ -176,6 +186,7 @@ func TestValidateTrafficPolicyModule(t *testing.T) {
 		fail("empty value", tp(""), v, CodeInvalid),
 		fail("blank value", tp(" \n\t"), v, CodeInvalid),
 		failMsg("64 KiB and a byte", tp(policyOfSize(MaxTrafficPolicyBytes+1)), v, CodeInvalid, "at most 65536 bytes"),
+		failMsg("64 KiB that could never be compiled into a plan", tp(costlyPolicy()), v, CodeInvalid, "MaxAccountPolicyCost"),
 		failMsg("malformed JSON", tp(`{"on_http_request": [}`), v, CodeInvalid, "not a valid JSON object"),
 		failMsg("a YAML list", tp("- on_http_request: []"), v, CodeInvalid, "neither a JSON object nor a YAML mapping"),
 		fail("a JSON list", tp(`[{"on_http_request": []}]`), v, CodeInvalid),

@@ -95,6 +95,8 @@ func TestTrafficPolicyBindOption(t *testing.T) {
 		{"tls", `{"on_http_response":[{"actions":[{"type":"deny"}]}]}`, "on_http_response does not apply to TLS and TCP endpoints"},
 		{"tcp", `{"on_tcp_connect":[{"actions":[{"type":"custom-response","config":{"status_code":200}}]}]}`, "custom-response"},
 		{"tls", `{"on_tcp_connects":[]}`, `"on_tcp_connects" is not a traffic policy phase`},
+		// A document estimated above what an account's whole plan may hold: 10,000 expressions.
+		{"https", `{"on_http_request":[{"expressions":["1>0"` + strings.Repeat(`,"1>0"`, 9999) + `],"actions":[{"type":"deny"}]}]}`, "MaxAccountPolicyCost"},
 	} {
 		o, raw := bindOptions(t, c.doc, nil)
 		_, _, berr := o.chain(c.proto, raw)
