@@ -127,14 +127,17 @@ func TestSingleWriteFramerAllocs(t *testing.T) {
 
 // tlsPair returns the two ends of a real TLS connection over loopback TCP; wrap, if not nil,
 // wraps the server's TCP connection.
-func tlsPair(t testing.TB, wrap func(net.Conn) net.Conn) (server, client *tls.Conn) {
+// selfSigned makes a certificate for name (and 127.0.0.1) and a pool trusting it, for the tests'
+// TLS servers.
+func selfSigned(t testing.TB, name string) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "framer.test"},
-		DNSNames: []string{"framer.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{name}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +148,12 @@ func tlsPair(t testing.TB, wrap func(net.Conn) net.Conn) (server, client *tls.Co
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+func tlsPair(t testing.TB, wrap func(net.Conn) net.Conn) (server, client *tls.Conn) {
+	t.Helper()
+	cert, pool := selfSigned(t, "framer.test")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +169,7 @@ func tlsPair(t testing.TB, wrap func(net.Conn) net.Conn) (server, client *tls.Co
 		if wrap != nil {
 			c = wrap(c)
 		}
-		sc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+		sc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
 		_ = sc.Handshake()
 		accepted <- sc
 	}()

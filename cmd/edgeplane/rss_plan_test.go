@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,21 +66,8 @@ func TestHostilePlanRSS(t *testing.T) {
 		t.Skip("fills an account with some 32 MB of objects")
 	}
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "edgeplane.db")
-	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--max-connections-per-ip", "0",
-		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0",
-		"--public-max-connections-per-ip", "0")
-	token, ok := bootstrapToken(t, p.Stderr.String())
-	if !ok {
-		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
-	}
-	m := publicRE.FindStringSubmatch(p.Stderr.String())
-	if m == nil {
-		t.Fatalf("no data plane listening line; stderr:\n%s", p.Stderr)
-	}
-	publicHTTP, pid := m[1], p.Cmd.Process.Pid
-	api := &hostileAPI{base: p.url(""), token: token, statuses: map[int]int{},
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	p, api, publicHTTP := startHostile(t, 16)
+	pid := p.Cmd.Process.Pid
 
 	const tlsEdges, replaced, backends = 300, 20, 24
 	tls := make([]string, tlsEdges)

@@ -103,18 +103,11 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// TestHostileAccountRSS is issue 24's hostile account against a real serve process: one account
-// holds objects at their limits (HTTPS edges of 64 routes of about 120 KiB, whose GET is some 8
-// MiB; TLS edges with 64 KiB traffic policies; HTTP response backends of almost 1 MiB), then
-// reads them with many concurrent GETs and lists of the largest pages, while a thousand idle
-// keep-alive connections sit on the API and the public listener. The process's peak resident set
-// (VmHWM in /proc) stays within the 150 MB target, and every answer is a 200 or a 503 (the
-// response budget's overload answer), never an error.
-func TestHostileAccountRSS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fills an account with some 60 MB of objects")
-	}
-	t.Parallel()
+// startHostile starts serve on a new database with its data plane and no per-address limits
+// (every client of the test comes from 127.0.0.1), and returns it with an API client of its
+// bootstrap key holding up to conns idle connections, and the public HTTP listener's address.
+func startHostile(t *testing.T, conns int) (*proc, *hostileAPI, string) {
+	t.Helper()
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
 	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--max-connections-per-ip", "0",
 		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0",
@@ -127,10 +120,25 @@ func TestHostileAccountRSS(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no data plane listening line; stderr:\n%s", p.Stderr)
 	}
-	publicHTTP := m[1]
-	pid := p.Cmd.Process.Pid
 	api := &hostileAPI{base: p.url(""), token: token, statuses: map[int]int{},
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}}}
+	return p, api, m[1]
+}
+
+// TestHostileAccountRSS is issue 24's hostile account against a real serve process: one account
+// holds objects at their limits (HTTPS edges of 64 routes of about 120 KiB, whose GET is some 8
+// MiB; TLS edges with 64 KiB traffic policies; HTTP response backends of almost 1 MiB), then
+// reads them with many concurrent GETs and lists of the largest pages, while a thousand idle
+// keep-alive connections sit on the API and the public listener. The process's peak resident set
+// (VmHWM in /proc) stays within the 150 MB target, and every answer is a 200 or a 503 (the
+// response budget's overload answer), never an error.
+func TestHostileAccountRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills an account with some 60 MB of objects")
+	}
+	t.Parallel()
+	p, api, publicHTTP := startHostile(t, 64)
+	pid := p.Cmd.Process.Pid
 
 	// The account, at the limits.
 	policy := "on_http_request: []\n#" + strings.Repeat("p", 64<<10-24)
