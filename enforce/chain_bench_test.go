@@ -6,6 +6,9 @@ import (
 	"testing"
 )
 
+// body64 is the traffic benchmark upstream's answer: below compression's minimum size.
+var body64 = make([]byte, 64)
+
 // discardWriter is a ResponseWriter that keeps nothing, so the benchmark measures the chain.
 type discardWriter struct{ h http.Header }
 
@@ -16,7 +19,8 @@ func (d *discardWriter) WriteHeader(int)             {}
 // BenchmarkChain is the module chain in front of a route or an endpoint's final handler, built
 // once as the plan builds it, on an admitted request: no modules, ip_restriction (ten allow and
 // ten deny rules, the client matching the last allow rule), basic_auth (cleartext credential),
-// and both.
+// both, and the traffic benchmark's three modules (ip_restriction, request_headers adding one
+// header, compression with a browser's Accept-Encoding and a 64-byte answer), alone and together.
 func BenchmarkChain(b *testing.B) {
 	var allow, deny []string
 	for i := range 10 {
@@ -32,7 +36,14 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+	headers, err := NewRequestHeaders([]HeaderValue{{Name: "X-Bench", Value: "modules"}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		_, _ = w.Write(body64)
+	})
 	for _, tc := range []struct {
 		name  string
 		chain *Chain
@@ -41,12 +52,17 @@ func BenchmarkChain(b *testing.B) {
 		{"ip_restriction", &Chain{Conn: []ConnStage{ip}}},
 		{"basic_auth", &Chain{HTTP: []Stage{auth}}},
 		{"ip_restriction+basic_auth", &Chain{Conn: []ConnStage{ip}, HTTP: []Stage{auth}}},
+		// The three modules of the traffic benchmark's modules path (bench/traffic.md).
+		{"request_headers", &Chain{HTTP: []Stage{headers}}},
+		{"compression", &Chain{HTTP: []Stage{NewCompression()}}},
+		{"ip_restriction+request_headers+compression", &Chain{Conn: []ConnStage{ip}, HTTP: []Stage{headers, NewCompression()}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			h := tc.chain.Handler(final)
 			r, _ := http.NewRequest("GET", "https://app.example.com/", nil)
 			r.RemoteAddr = "203.0.113.7:52814"
 			r.SetBasicAuth("bench", "a long enough password")
+			r.Header.Set("Accept-Encoding", "gzip, deflate, br")
 			w := &discardWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
