@@ -61,6 +61,9 @@ type trafficRunner struct {
 	world      *edgeplaneWorld
 	connPaths  []*connPath
 	connRounds map[string][]connRound
+	// modulesCost is the cost of the three modules in each back-to-back pair, by concurrency
+	// (traffic_modules.go).
+	modulesCost map[int][]float64
 }
 
 type resultKey struct {
@@ -265,6 +268,9 @@ func (b *trafficRunner) run(ctx context.Context) error {
 		}
 	}
 	if w.extra != nil {
+		if err := b.measureModulesCost(ctx); err != nil {
+			return err
+		}
 		err := b.measureConnRate(ctx, []*connPath{{name: pathDirect, addr: up.addr}, {name: pathProxy, addr: proxy.addr, middle: []*child{proxy}},
 			{name: pathTCPEdge, addr: w.extra.tcp, middle: []*child{w.srv, w.agent}}})
 		if err != nil {
