@@ -77,6 +77,9 @@ func (f *singleWriteFramer) ReadFrame() (frame.Frame, error) {
 // guard's GOAWAY in its place and returns the guard's error, which ends muxado's session.
 func (f *singleWriteFramer) WriteFrame(fr frame.Frame) error {
 	fr, gerr := f.guard.wrote(fr)
+	if fr == nil {
+		return gerr // window credit the guard holds back
+	}
 	if err := f.write(fr); err != nil {
 		return err
 	}

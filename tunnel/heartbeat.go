@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"golang.ngrok.com/muxado/v2"
+	"golang.ngrok.com/muxado/v2/frame"
 )
 
 // Heartbeats. Every agent opens one heartbeat stream (type 0xFFFFFFFF) as soon as it connects,
@@ -54,6 +55,7 @@ func (s *session) acceptHeartbeat(st muxado.TypedStream) {
 		st.Close()
 		return
 	}
+	s.guard.heartbeat(frame.StreamId(st.Id()))
 	go s.echo(st)
 }
 

@@ -69,6 +69,8 @@ type rawAgent struct {
 	debug   string           // and its text
 	data    map[uint32][]byte
 	fins    map[uint32]bool
+	wndincs map[uint32]int    // WNDINC frames received, by stream
+	credit  map[uint32]uint32 // and the window they granted
 	ended   chan struct{} // closed when edgeplane's side of the connection has ended
 }
 
@@ -81,7 +83,7 @@ func dialRaw(t *testing.T, g *testGateway) *rawAgent {
 	}
 	t.Cleanup(func() { conn.Close() })
 	a := &rawAgent{t: t, conn: conn, rsts: map[muxado.ErrorCode]int{}, data: map[uint32][]byte{},
-		fins: map[uint32]bool{}, ended: make(chan struct{})}
+		fins: map[uint32]bool{}, wndincs: map[uint32]int{}, credit: map[uint32]uint32{}, ended: make(chan struct{})}
 	go a.readLoop()
 	return a
 }
@@ -110,6 +112,11 @@ func (a *rawAgent) readLoop() {
 		case *frame.Rst:
 			a.mu.Lock()
 			a.rsts[muxado.ErrorCode(f.ErrorCode())]++
+			a.mu.Unlock()
+		case *frame.WndInc:
+			a.mu.Lock()
+			a.wndincs[uint32(f.StreamId())]++
+			a.credit[uint32(f.StreamId())] += f.WindowIncrement()
 			a.mu.Unlock()
 		case *frame.GoAway:
 			b, err := io.ReadAll(f.Debug())

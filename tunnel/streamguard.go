@@ -94,6 +94,41 @@ type streamGuard struct {
 	// tripped is set once the guard has ended the session; every later read fails with it,
 	// and the GOAWAY muxado then writes carries its code and text.
 	tripped atomic.Pointer[guardError]
+	// beat is the agent's heartbeat stream once the session has taken it (0 before), and owed
+	// the window credit read on it and not yet sent (see batchCredit). Under mu.
+	beat frame.StreamId
+	owed uint32
+}
+
+// creditBatch is how much window credit the heartbeat stream's reads gather before it is sent.
+// muxado credits every read, so each 4-byte ping cost a window-increment frame of its own (a
+// wake-up of the session's writer, a TLS record and a write system call), about a quarter of an
+// idle session's CPU. The agent's window is 256 KiB, so credit held back up to a quarter of it
+// never stalls its pings: at one ping per interval, the credit goes out once per 16,384 pings.
+const creditBatch = agentWindow / 4
+
+// heartbeat tells the guard which stream is the agent's heartbeat stream: from then on the
+// window credit of its reads is sent in batches of creditBatch.
+func (g *streamGuard) heartbeat(id frame.StreamId) {
+	g.mu.Lock()
+	g.beat = id
+	g.mu.Unlock()
+}
+
+// batchCredit takes the window increment muxado is about to write for a read of the heartbeat
+// stream, and returns the increment to write instead, or nil while the credit owed is below
+// creditBatch. mu is held.
+func (g *streamGuard) batchCredit(fr *frame.WndInc) frame.Frame {
+	g.owed += fr.WindowIncrement()
+	if g.owed < creditBatch {
+		return nil
+	}
+	out := new(frame.WndInc)
+	if err := out.Pack(fr.StreamId(), g.owed); err != nil {
+		return fr
+	}
+	g.owed = 0
+	return out
 }
 
 // newStreamGuard returns a guard with the limits of an authenticated agent.
@@ -199,8 +234,9 @@ func (g *streamGuard) forget(id frame.StreamId) {
 	}
 }
 
-// wrote accounts for a frame muxado is about to write to the agent. It returns an error, and the
-// frame to write in place of f, when the frame shows muxado about to keep a stream it refused.
+// wrote accounts for a frame muxado is about to write to the agent. It returns the frame to write
+// in place of f: nil for window credit of the heartbeat stream held back (batchCredit), and a
+// GOAWAY with an error when the frame shows muxado about to keep a stream it refused.
 func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 	id := f.StreamId()
 	if id&1 == 0 {
@@ -212,13 +248,18 @@ func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 	switch fr := f.(type) {
 	case *frame.WndInc:
 		g.mu.Lock()
+		defer g.mu.Unlock()
 		if st, ok := g.streams[id]; ok {
 			inc := min(int(fr.WindowIncrement()), st.held)
 			st.held -= inc
 			g.held -= inc
 			g.streams[id] = st
 		}
-		g.mu.Unlock()
+		if id == g.beat {
+			// Counted as returned above: the agent, which has not seen the credit yet, holds
+			// itself to less than the guard allows.
+			return g.batchCredit(fr), nil
+		}
 	case *frame.Data:
 		if fr.Fin() {
 			g.mu.Lock()

@@ -1,0 +1,67 @@
+package tunnel
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/muxado/v2/frame"
+)
+
+// TestHeartbeatCreditBatched: every ping on the agent's heartbeat stream is echoed, and the
+// window credit of its reads goes back in batches of creditBatch, not as one window-increment
+// frame per 4-byte ping (muxado's way, a third of an idle session's frames).
+func TestHeartbeatCreditBatched(t *testing.T) {
+	g := startGateway(t)
+	a := dialRaw(t, g)
+	const hb = 1
+	if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, hb, typed(heartbeatType, nil))); err != nil {
+		t.Fatal(err)
+	}
+	a.auth(g.token)
+	// ping sends n pings, one frame each, and waits until all of them have been echoed.
+	sent := 0
+	ping := func(n int) {
+		t.Helper()
+		var frames [][]byte
+		for i := range n {
+			frames = append(frames, rawFrame(frame.TypeData, 0, hb, []byte{0xbe, 0xa7, byte(i >> 8), byte(i)}))
+		}
+		if err := a.send(frames...); err != nil {
+			t.Fatal(err)
+		}
+		sent += 4 * n
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			a.mu.Lock()
+			got := len(a.data[hb])
+			a.mu.Unlock()
+			if got == sent {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d bytes of pings echoed", got, sent)
+			}
+		}
+	}
+	ping(3000)
+	a.mu.Lock()
+	if n, c := a.wndincs[hb], a.credit[hb]; n != 0 || c != 0 {
+		t.Errorf("after 3,000 pings (12,000 bytes): %d window increments granting %d bytes, want none below %d", n, c, creditBatch)
+	}
+	if first := a.data[hb][:4]; !bytes.Equal(first, []byte{0xbe, 0xa7, 0, 0}) {
+		t.Errorf("first echo %x, want the first ping", first)
+	}
+	a.mu.Unlock()
+	ping(creditBatch / 4) // past the batch: the credit owed goes back in one frame
+	a.mu.Lock()
+	if n, c := a.wndincs[hb], a.credit[hb]; n != 1 || c < creditBatch || c > uint32(sent) {
+		t.Errorf("after %d bytes of pings: %d window increments granting %d bytes, want one granting %d to %d",
+			sent, n, c, creditBatch, sent)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.ended:
+		t.Fatal("the session ended")
+	default:
+	}
+}
