@@ -25,7 +25,7 @@ bench-traffic:
 
 # The scale scenarios of issue 22: 10,000 idle agent sessions (RSS, CPU at rest, the next bind), and
 # an account with 100,000 routes across 10,000 edges (rate against a 1-edge account, change to
-# traffic). Prints the tables and writes them to bench/scale.md. Takes about ten minutes and holds
+# traffic). Prints the tables and writes them to bench/scale.md. Takes about fifteen minutes and holds
 # ~20,000 sockets; BENCH_SCALE_FLAGS adds flags (e.g. -sessions 2000 -edges 1000, -profile DIR).
 bench-scale:
 	go run ./cmd/edgeplane-bench scale -out bench/scale.md $(BENCH_SCALE_FLAGS)
