@@ -44,6 +44,15 @@ type singleWriteFramer struct {
 	r            renderBuf    // where the embedded framer's writes go
 	guard        *streamGuard // bounds the agent's streams
 	inline       [inlineLen]byte
+	// wmu serialises writes to the transport: muxado's writer goroutine writes its frames, and
+	// the reader goroutine writes the echoes of pings it answers itself (beat.go).
+	wmu sync.Mutex
+	// What the reader goroutine keeps to answer pings (beat.go): the bytes of a ping read so
+	// far, a buffer to read into, and the frame of the echo.
+	ping    [4]byte
+	pingLen int
+	scratch [64]byte
+	echo    frame.Data
 }
 
 // newSingleWriteFramer makes the framer of one session, with a guard holding the agent to the
@@ -60,16 +69,24 @@ func (g *streamGuard) framer(rd io.Reader, wr io.Writer) frame.Framer {
 }
 
 // ReadFrame reads the next frame from the agent and lets the guard check it before muxado acts
-// on it; a frame the guard refuses ends the session.
+// on it; a frame the guard refuses ends the session. Pings on the agent's heartbeat stream are
+// answered here and not handed to muxado (beat.go).
 func (f *singleWriteFramer) ReadFrame() (frame.Frame, error) {
-	fr, err := f.Framer.ReadFrame()
-	if err != nil {
-		return fr, err
+	for {
+		fr, err := f.Framer.ReadFrame()
+		if err != nil {
+			return fr, err
+		}
+		if err := f.guard.read(fr); err != nil {
+			return nil, err
+		}
+		if !f.guard.isBeat(fr) {
+			return fr, nil
+		}
+		if err := f.answerBeat(fr); err != nil {
+			return nil, err
+		}
 	}
-	if err := f.guard.read(fr); err != nil {
-		return nil, err
-	}
-	return fr, nil
 }
 
 // WriteFrame renders fr and writes it to the transport: in one Write if the whole frame fits in
@@ -88,6 +105,8 @@ func (f *singleWriteFramer) WriteFrame(fr frame.Frame) error {
 
 // write renders fr and writes it to the transport.
 func (f *singleWriteFramer) write(fr frame.Frame) error {
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
 	var big *[]byte
 	switch size := frameHeaderLen + int(fr.Length()); {
 	case size <= inlineLen:

@@ -55,12 +55,13 @@ func (s *session) acceptHeartbeat(st muxado.TypedStream) {
 		st.Close()
 		return
 	}
-	s.guard.heartbeat(frame.StreamId(st.Id()))
+	s.guard.heartbeat(frame.StreamId(st.Id()), s.pinged)
 	go s.echo(st)
 }
 
-// echo answers each 4-byte ping with the same 4 bytes and feeds the watchdog. The stream ending
-// ends nothing by itself: the watchdog then ends the session when its window passes.
+// echo answers each 4-byte ping muxado delivers on the stream with the same 4 bytes and feeds the
+// watchdog: the pings that arrived before the framer took the stream over (beat.go). The stream
+// ending ends nothing by itself: the watchdog then ends the session when its window passes.
 func (s *session) echo(st muxado.TypedStream) {
 	defer st.Close()
 	var ping [4]byte
@@ -71,12 +72,17 @@ func (s *session) echo(st muxado.TypedStream) {
 		if _, err := st.Write(ping[:]); err != nil {
 			return
 		}
-		s.mu.Lock()
-		if s.watchdog != nil {
-			s.watchdog.Reset(s.beatWindow)
-		}
-		s.mu.Unlock()
+		s.pinged()
 	}
+}
+
+// pinged feeds the watchdog: a ping arrived.
+func (s *session) pinged() {
+	s.mu.Lock()
+	if s.watchdog != nil {
+		s.watchdog.Reset(s.beatWindow)
+	}
+	s.mu.Unlock()
 }
 
 // startWatchdog arms the heartbeat watchdog once Auth has told the agent's interval: from then on

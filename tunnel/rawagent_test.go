@@ -71,7 +71,7 @@ type rawAgent struct {
 	fins    map[uint32]bool
 	wndincs map[uint32]int    // WNDINC frames received, by stream
 	credit  map[uint32]uint32 // and the window they granted
-	ended   chan struct{} // closed when edgeplane's side of the connection has ended
+	ended   chan struct{}     // closed when edgeplane's side of the connection has ended
 }
 
 // dialRaw connects a raw agent to the gateway.

@@ -98,6 +98,8 @@ type streamGuard struct {
 	// the window credit read on it and not yet sent (see batchCredit). Under mu.
 	beat frame.StreamId
 	owed uint32
+	// onPing is called for each ping the framer answers itself (the session's watchdog).
+	onPing func()
 }
 
 // creditBatch is how much window credit the heartbeat stream's reads gather before it is sent.
@@ -108,24 +110,57 @@ type streamGuard struct {
 const creditBatch = agentWindow / 4
 
 // heartbeat tells the guard which stream is the agent's heartbeat stream: from then on the
-// window credit of its reads is sent in batches of creditBatch.
-func (g *streamGuard) heartbeat(id frame.StreamId) {
+// framer answers its pings itself (framer.go), calling onPing for each, and the window credit of
+// its reads is sent in batches of creditBatch.
+func (g *streamGuard) heartbeat(id frame.StreamId, onPing func()) {
 	g.mu.Lock()
-	g.beat = id
+	g.beat, g.onPing = id, onPing
 	g.mu.Unlock()
 }
 
-// batchCredit takes the window increment muxado is about to write for a read of the heartbeat
-// stream, and returns the increment to write instead, or nil while the credit owed is below
-// creditBatch. mu is held.
-func (g *streamGuard) batchCredit(fr *frame.WndInc) frame.Frame {
-	g.owed += fr.WindowIncrement()
+// isBeat reports whether the framer answers fr itself: a DATA frame of the heartbeat stream
+// (not its SYN or FIN, which muxado must see), or the agent's credit for echoes the framer wrote.
+func (g *streamGuard) isBeat(fr frame.Frame) bool {
+	g.mu.Lock()
+	beat := g.beat
+	g.mu.Unlock()
+	if beat == 0 || fr.StreamId() != beat {
+		return false
+	}
+	switch fr := fr.(type) {
+	case *frame.WndInc:
+		return true
+	case *frame.Data:
+		return !fr.Syn() && !fr.Fin()
+	}
+	return false
+}
+
+// answeredBeat accounts for n bytes of pings the framer read and answered itself: they are no
+// longer held, and their credit is owed to the agent. It returns the window increment to write
+// once the credit owed reaches creditBatch, else nil.
+func (g *streamGuard) answeredBeat(n int) (frame.Frame, func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st, ok := g.streams[g.beat]; ok {
+		inc := min(n, st.held)
+		st.held -= inc
+		g.held -= inc
+		g.streams[g.beat] = st
+	}
+	return g.batchCredit(g.beat, uint32(n)), g.onPing
+}
+
+// batchCredit adds inc to the credit owed on the heartbeat stream id and returns the window
+// increment to write, or nil while the credit owed is below creditBatch. mu is held.
+func (g *streamGuard) batchCredit(id frame.StreamId, inc uint32) frame.Frame {
+	g.owed += inc
 	if g.owed < creditBatch {
 		return nil
 	}
 	out := new(frame.WndInc)
-	if err := out.Pack(fr.StreamId(), g.owed); err != nil {
-		return fr
+	if err := out.Pack(id, g.owed); err != nil {
+		return nil
 	}
 	g.owed = 0
 	return out
@@ -258,7 +293,7 @@ func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 		if id == g.beat {
 			// Counted as returned above: the agent, which has not seen the credit yet, holds
 			// itself to less than the guard allows.
-			return g.batchCredit(fr), nil
+			return g.batchCredit(id, fr.WindowIncrement()), nil
 		}
 	case *frame.Data:
 		if fr.Fin() {
