@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -158,15 +159,11 @@ func bench(ctx context.Context, args []string) error {
 		return errors.New("-small and -large must be at least 101, so a page of 100 has a next page")
 	}
 
-	work, err := os.MkdirTemp("", "edgeplane-bench-")
+	work, cleanup, err := workDir("edgeplane-bench-", cfg.keep)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		fmt.Fprintln(os.Stderr, "working directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer cleanup()
 	if cfg.binary == "" {
 		cfg.binary = filepath.Join(work, "edgeplane")
 		logf("building %s", cfg.binary)
@@ -460,4 +457,30 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s/%s, %d CPUs (%s), %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), model, runtime.Version())
+}
+
+// workDir makes the benchmark's working directory (databases, logs, binaries) and returns the
+// function that removes it, or, with keep, prints where it is and leaves it.
+func workDir(prefix string, keep bool) (string, func(), error) {
+	work, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "working directory:", work)
+		return work, func() {}, nil
+	}
+	return work, func() { os.RemoveAll(work) }, nil
+}
+
+// writeNotes renders a report's notes section, if it has notes.
+func writeNotes(w io.Writer, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## Notes\n\n")
+	for _, n := range notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintln(w)
 }

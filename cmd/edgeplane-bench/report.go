@@ -59,13 +59,7 @@ func (b *runner) report(took time.Duration) string {
 		}
 		fmt.Fprintln(&w)
 	}
-	if len(b.notes) > 0 {
-		fmt.Fprintf(&w, "## Notes\n\n")
-		for _, n := range b.notes {
-			fmt.Fprintf(&w, "- %s\n", n)
-		}
-		fmt.Fprintln(&w)
-	}
+	writeNotes(&w, b.notes)
 	return w.String()
 }
 

@@ -95,15 +95,11 @@ func scaleBench(ctx context.Context, args []string) error {
 	case cfg.routesPerEdge < 8 || cfg.routesPerEdge > 64:
 		return errors.New("-routes-per-edge must be from 8 to 64 (the measured route is /r7)")
 	}
-	work, err := os.MkdirTemp("", "edgeplane-scale-")
+	work, cleanup, err := workDir("edgeplane-scale-", cfg.keep)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		fmt.Fprintln(os.Stderr, "working directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer cleanup()
 	r := &scaleRunner{cfg: cfg, work: work}
 	if cfg.profile != "" {
 		if err := os.MkdirAll(cfg.profile, 0o755); err != nil {
@@ -214,26 +210,6 @@ func (r *scaleRunner) startServe(ctx context.Context, name, dsn string, wantToke
 	}
 	s.caPath = filepath.Join(r.work, name+"-ca.pem")
 	return s, os.WriteFile(s.caPath, out, 0o644)
-}
-
-// patch sends body as JSON with PATCH to path and wants 200.
-func (a *apiClient) patch(path string, body any) error {
-	req, err := http.NewRequest("PATCH", a.base+path, jsonBody(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Ngrok-Version", "2")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("PATCH %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PATCH %s: %d", path, resp.StatusCode)
-	}
-	return nil
 }
 
 // selfRSS is this process's VmRSS in bytes.

@@ -36,13 +36,7 @@ func (r *scaleRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.name, t.measured, met)
 	}
 	fmt.Fprintln(&w)
-	if len(r.notes) > 0 {
-		fmt.Fprintf(&w, "## Notes\n\n")
-		for _, n := range r.notes {
-			fmt.Fprintf(&w, "- %s\n", n)
-		}
-		fmt.Fprintln(&w)
-	}
+	writeNotes(&w, r.notes)
 	return w.String()
 }
 

@@ -109,15 +109,11 @@ func trafficBench(ctx context.Context, args []string) error {
 	if cfg.rounds < 1 || cfg.rounds > 50 {
 		return errors.New("-rounds must be from 1 to 50")
 	}
-	work, err := os.MkdirTemp("", "edgeplane-traffic-")
+	work, cleanup, err := workDir("edgeplane-traffic-", cfg.keep)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		fmt.Fprintln(os.Stderr, "working directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer cleanup()
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -191,8 +191,18 @@ type apiClient struct{ base, token string }
 
 // create POSTs body as JSON to path, wants 201, and decodes the answer into out when not nil.
 func (a *apiClient) create(path string, body, out any) error {
-	data, _ := json.Marshal(body)
-	req, err := http.NewRequest("POST", a.base+path, bytes.NewReader(data))
+	return a.do("POST", path, body, http.StatusCreated, out)
+}
+
+// patch sends body as JSON with PATCH to path and wants 200.
+func (a *apiClient) patch(path string, body any) error {
+	return a.do("PATCH", path, body, http.StatusOK, nil)
+}
+
+// do sends body as JSON with method to path, wants the status, and decodes the answer into out
+// when not nil.
+func (a *apiClient) do(method, path string, body any, want int, out any) error {
+	req, err := http.NewRequest(method, a.base+path, jsonBody(body))
 	if err != nil {
 		return err
 	}
@@ -201,12 +211,12 @@ func (a *apiClient) create(path string, body, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, got)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, got)
 	}
 	if out != nil {
 		return json.Unmarshal(got, out)

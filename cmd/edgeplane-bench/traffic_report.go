@@ -147,13 +147,7 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "`compression` (enabled; the 64-byte answer is below its 256-byte minimum, so its cost is the negotiation).\n")
 		fmt.Fprintf(&w, "Both HTTPS edge rows send `Accept-Encoding: gzip`. The scale scenarios are `edgeplane-bench scale` (bench/scale.md).\n\n")
 	}
-	if len(b.notes) > 0 {
-		fmt.Fprintf(&w, "## Notes\n\n")
-		for _, n := range b.notes {
-			fmt.Fprintf(&w, "- %s\n", n)
-		}
-		fmt.Fprintln(&w)
-	}
+	writeNotes(&w, b.notes)
 	return w.String()
 }
 
