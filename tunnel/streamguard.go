@@ -94,9 +94,10 @@ type streamGuard struct {
 	// tripped is set once the guard has ended the session; every later read fails with it,
 	// and the GOAWAY muxado then writes carries its code and text.
 	tripped atomic.Pointer[guardError]
-	// beat is the agent's heartbeat stream once the session has taken it (0 before), and owed
-	// the window credit read on it and not yet sent (see batchCredit). Under mu.
-	beat frame.StreamId
+	// beat is the agent's heartbeat stream once the session has taken it (0 before): atomic,
+	// since isBeat reads it for every frame. owed is the window credit read on it and not yet
+	// sent (see batchCredit), under mu.
+	beat atomic.Uint32
 	owed uint32
 	// onPing is called for each ping the framer answers itself (the session's watchdog).
 	onPing func()
@@ -114,16 +115,15 @@ const creditBatch = agentWindow / 4
 // its reads is sent in batches of creditBatch.
 func (g *streamGuard) heartbeat(id frame.StreamId, onPing func()) {
 	g.mu.Lock()
-	g.beat, g.onPing = id, onPing
+	g.onPing = onPing
 	g.mu.Unlock()
+	g.beat.Store(uint32(id))
 }
 
 // isBeat reports whether the framer answers fr itself: a DATA frame of the heartbeat stream
 // (not its SYN or FIN, which muxado must see), or the agent's credit for echoes the framer wrote.
 func (g *streamGuard) isBeat(fr frame.Frame) bool {
-	g.mu.Lock()
-	beat := g.beat
-	g.mu.Unlock()
+	beat := frame.StreamId(g.beat.Load())
 	if beat == 0 || fr.StreamId() != beat {
 		return false
 	}
@@ -142,13 +142,14 @@ func (g *streamGuard) isBeat(fr frame.Frame) bool {
 func (g *streamGuard) answeredBeat(n int) (frame.Frame, func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if st, ok := g.streams[g.beat]; ok {
+	beat := frame.StreamId(g.beat.Load())
+	if st, ok := g.streams[beat]; ok {
 		inc := min(n, st.held)
 		st.held -= inc
 		g.held -= inc
-		g.streams[g.beat] = st
+		g.streams[beat] = st
 	}
-	return g.batchCredit(g.beat, uint32(n)), g.onPing
+	return g.batchCredit(beat, uint32(n)), g.onPing
 }
 
 // batchCredit adds inc to the credit owed on the heartbeat stream id and returns the window
@@ -290,7 +291,7 @@ func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 			g.held -= inc
 			g.streams[id] = st
 		}
-		if id == g.beat {
+		if uint32(id) == g.beat.Load() {
 			// Counted as returned above: the agent, which has not seen the credit yet, holds
 			// itself to less than the guard allows.
 			return g.batchCredit(id, fr.WindowIncrement()), nil
