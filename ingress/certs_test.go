@@ -8,9 +8,9 @@ import (
 	"github.com/edgeplane/edgeplane/pki"
 )
 
-// TestCertsPreferUploadedWhileValid: an uploaded certificate wins while it is valid; an expired
-// one gives way to edgeplane's CA; a name that is not allowed gets none.
-func TestCertsPreferUploadedWhileValid(t *testing.T) {
+// testCA is a new certificate authority, as edgeplane makes its own, for the tests' certificates.
+func testCA(t *testing.T) *pki.CA {
+	t.Helper()
 	certPEM, keyPEM, err := pki.NewCA("test")
 	if err != nil {
 		t.Fatal(err)
@@ -19,6 +19,13 @@ func TestCertsPreferUploadedWhileValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ca
+}
+
+// TestCertsPreferUploadedWhileValid: an uploaded certificate wins while it is valid; an expired
+// one gives way to edgeplane's CA; a name that is not allowed gets none.
+func TestCertsPreferUploadedWhileValid(t *testing.T) {
+	ca := testCA(t)
 	up, _ := ca.Issue("up.example.com")
 	expired := *up
 	leaf := *up.Leaf

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/edgeplane/edgeplane/enforce"
-	"github.com/edgeplane/edgeplane/pki"
 	"github.com/edgeplane/edgeplane/plan"
 )
 
@@ -34,14 +33,7 @@ func (e *tlsEndpoint) Dial(context.Context, string, string, string, bool) (net.C
 // the case or trailing dot of the name), one without asks nothing of the listener's base, and a
 // certificate of the endpoint's own replaces the host's.
 func TestConfigForClient(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := testCA(t)
 	own, _ := ca.Issue("own.example.com")
 	pool := x509.NewCertPool()
 	endpoints := map[string]Endpoint{
