@@ -2,21 +2,14 @@ package store_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	mrand "math/rand/v2"
 	"reflect"
 	"testing"
-	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testpki"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -28,29 +21,6 @@ import (
 var snapKinds = []*ep.Resource{ep.HTTPSEdges, ep.HTTPSEdgeRoutes, ep.TLSEdges, ep.TCPEdges, ep.IPPolicyRules,
 	ep.CertificateAuthorities, ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends,
 	ep.FailoverBackends, ep.WeightedBackends, ep.ReservedDomains, ep.TLSCertificates}
-
-// certPEM returns a self-signed certificate for name and its key, PEM-encoded.
-func certPEM(t *testing.T, name string, ca bool) (string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: ca, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-}
 
 // snapJSON renders a snapshot for comparison.
 func snapJSON(t *testing.T, s *store.Store, account string) string {
@@ -127,7 +97,7 @@ func TestSnapshotCacheMatchesFullRead(t *testing.T) {
 			case ep.IPPolicyRules:
 				mk(res, "", fmt.Sprintf(`{"cidr": "10.%d.0.0/16", "ip_policy_id": %q, "action": "allow"}`, n%250, policy))
 			case ep.CertificateAuthorities:
-				cp, _ := certPEM(t, fmt.Sprintf("ca%d.example.com", n), true)
+				cp, _ := testpki.SelfSignedPEM(t, fmt.Sprintf("ca%d.example.com", n), true)
 				mk(res, "", fmt.Sprintf(`{"ca_pem": %q}`, cp))
 			case ep.StaticBackends:
 				mk(res, "", fmt.Sprintf(`{"address": "127.0.0.1:%d"}`, 1000+n))
@@ -144,7 +114,7 @@ func TestSnapshotCacheMatchesFullRead(t *testing.T) {
 					mk(res, "", fmt.Sprintf(`{"backends": {%q: 3}}`, b))
 				}
 			case ep.TLSCertificates:
-				cp, kp := certPEM(t, fmt.Sprintf("h%d.example.com", n), false)
+				cp, kp := testpki.SelfSignedPEM(t, fmt.Sprintf("h%d.example.com", n), false)
 				mk(res, "", fmt.Sprintf(`{"certificate_pem": %q, "private_key_pem": %q}`, cp, kp))
 			case ep.ReservedDomains:
 				body := fmt.Sprintf(`{"domain": "h%d.example.com"}`, n)

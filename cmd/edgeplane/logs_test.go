@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/edgeplane/edgeplane/internal/testdb"
+	"github.com/edgeplane/edgeplane/internal/testpki"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -65,7 +66,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	}
 
 	// TLS certificates: a private key accepted, another refused (it is not the leaf's).
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM := testpki.SelfSignedPEM(t, "app.example.com", false)
 	do(token, "POST", "/tls_certificates", map[string]any{"certificate_pem": certPEM, "private_key_pem": keyPEM}, 201)
 	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

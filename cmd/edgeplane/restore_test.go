@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
+	"github.com/edgeplane/edgeplane/internal/testpki"
 	"github.com/edgeplane/edgeplane/store"
+	"golang.org/x/crypto/ssh"
 )
 
 // keyID is the id edgeplane gives a secret key: the first 8 hex digits of its SHA-256.
@@ -51,7 +51,7 @@ func TestRestoreNeedsTheSourceKey(t *testing.T) {
 	src := filepath.Join(dir, "src.db")
 	p := startServer(t, src)
 	token, _ := bootstrapToken(t, p.Stderr.String())
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM := testpki.SelfSignedPEM(t, "app.example.com", false)
 	mustCall(t, p, "POST", "/tls_certificates", token, map[string]any{"certificate_pem": certPEM, "private_key_pem": keyPEM}, 201)
 	ca := mustCall(t, p, "POST", "/ssh_certificate_authorities", token, map[string]any{"private_key_type": "ed25519"}, 201)["id"].(string)
 	edge := mustCall(t, p, "POST", "/edges/https", token, map[string]any{}, 201)["id"].(string)

@@ -2,46 +2,18 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/edgeplane/edgeplane/internal/testpki"
 	"golang.org/x/crypto/ssh"
 )
-
-// selfSigned returns a certificate and its private key, PEM-encoded.
-func selfSigned(t *testing.T) (certPEM, keyPEM string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "app.example.com"},
-		DNSNames: []string{"app.example.com"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-}
 
 func mustCall(t *testing.T, p *proc, method, path, token string, body any, want int) map[string]any {
 	t.Helper()
@@ -69,7 +41,7 @@ func TestNoSecretAtRest(t *testing.T) {
 	key := mustCall(t, p, "POST", "/api_keys", token, map[string]any{}, 201)["token"].(string)
 	cred := mustCall(t, p, "POST", "/credentials", token, map[string]any{}, 201)["token"].(string)
 	secrets = append(secrets, key[strings.Index(key, "_")+1:], cred[strings.Index(cred, "_")+1:])
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM := testpki.SelfSignedPEM(t, "app.example.com", false)
 	mustCall(t, p, "POST", "/tls_certificates", token, map[string]any{"certificate_pem": certPEM, "private_key_pem": keyPEM}, 201)
 	body := strings.Join(strings.Split(strings.TrimSpace(keyPEM), "\n")[1:2], "") // a line of the key's base64
 	secrets = append(secrets, body)
