@@ -1,7 +1,9 @@
 package tunnel
 
 import (
+	"errors"
 	"io"
+	"os"
 	"time"
 
 	"golang.ngrok.com/muxado/v2"
@@ -19,7 +21,7 @@ import (
 // goroutines, a timer goroutine's channel and a math/rand source per session, and a second ping
 // stream doubles the frames an idle session costs. At 10,000 idle sessions those were a third of
 // edgeplane's memory and CPU at rest (docs/performance.md). What is left per session is one
-// goroutine (the echo) and one runtime timer (the watchdog below).
+// runtime timer (the watchdog below); the echo goroutine ends once the framer answers.
 const heartbeatType muxado.StreamType = 0xFFFFFFFF
 
 // Defaults and bounds of the agent's announced heartbeat settings (AuthExtra, nanoseconds).
@@ -59,17 +61,29 @@ func (s *session) acceptHeartbeat(st muxado.TypedStream) {
 	go s.echo(st)
 }
 
+// echoHandover is how long the echo goroutine waits for a ping muxado buffered before the framer
+// took the heartbeat stream over (beat.go). Past it no ping can still be in muxado's buffer, since
+// the framer answers every later one, so the goroutine ends and the session keeps no goroutine for
+// its heartbeat. A variable for tests.
+var echoHandover = 30 * time.Second
+
 // echo answers each 4-byte ping muxado delivers on the stream with the same 4 bytes and feeds the
-// watchdog: the pings that arrived before the framer took the stream over (beat.go). The stream
-// ending ends nothing by itself: the watchdog then ends the session when its window passes.
+// watchdog: the pings that arrived before the framer took the stream over (beat.go). Once none
+// has come for echoHandover it returns and leaves the stream open: the framer answers from then
+// on, and closing the stream would end the agent's heartbeat. The stream ending ends nothing by
+// itself: the watchdog then ends the session when its window passes.
 func (s *session) echo(st muxado.TypedStream) {
-	defer st.Close()
 	var ping [4]byte
 	for {
+		st.SetReadDeadline(time.Now().Add(echoHandover))
 		if _, err := io.ReadFull(st, ping[:]); err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				st.Close()
+			}
 			return
 		}
 		if _, err := st.Write(ping[:]); err != nil {
+			st.Close()
 			return
 		}
 		s.pinged()

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 	"time"
 
@@ -64,4 +65,62 @@ func TestHeartbeatCreditBatched(t *testing.T) {
 		t.Fatal("the session ended")
 	default:
 	}
+}
+
+// TestEchoHandsOver: pings that reach muxado before the framer takes the heartbeat stream over
+// are echoed by the session's echo goroutine, which then ends without closing the stream; the
+// framer answers every later ping, and the session keeps no goroutine for its heartbeat.
+func TestEchoHandsOver(t *testing.T) {
+	defer func(d time.Duration) { echoHandover = d }(echoHandover)
+	echoHandover = 200 * time.Millisecond
+	g := startGateway(t)
+	a := dialRaw(t, g)
+	const hb = 1
+	// The stream's SYN and a ping in one write: muxado buffers the ping before the session has
+	// accepted the stream.
+	if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, hb, typed(heartbeatType, nil)),
+		rawFrame(frame.TypeData, 0, hb, []byte{1, 2, 3, 4})); err != nil {
+		t.Fatal(err)
+	}
+	a.auth(g.token)
+	echoed := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			a.mu.Lock()
+			got, fin := len(a.data[hb]), a.fins[hb]
+			a.mu.Unlock()
+			if fin {
+				t.Fatal("edgeplane closed the heartbeat stream")
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d bytes of pings echoed", got, want)
+			}
+		}
+	}
+	echoed(4)
+	for deadline := time.Now().Add(30 * time.Second); echoing(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the echo goroutine is still running 30 s after the handover")
+		}
+	}
+	for i := range 10 {
+		if err := a.send(rawFrame(frame.TypeData, 0, hb, []byte{5, 6, 7, byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+		echoed(8 + 4*i)
+	}
+	select {
+	case <-a.ended:
+		t.Fatal("the session ended")
+	default:
+	}
+}
+
+// echoing reports whether a session's echo goroutine is running in this process.
+func echoing() bool {
+	buf := make([]byte, 1<<20)
+	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("tunnel.(*session).echo("))
 }
