@@ -244,15 +244,21 @@ func (s *Store) DeleteAgentTunnel(ctx context.Context, id, sessionID, conn strin
 
 // TouchAgentSessions marks the replica, and so every session it holds, as seen now, and forgets
 // the sessions of replicas not seen since staleBefore (a replica that died without cleaning up).
-// It writes one row, however many sessions the replica holds (migration 0012).
-func (s *Store) TouchAgentSessions(ctx context.Context, replica string, staleBefore time.Time) error {
+// It writes one row, however many sessions the replica holds (migration 0012), and finds the
+// dead replicas' sessions through the replica index, so that at rest it reads no session row.
+// With orphans it also forgets the sessions of replicas that have no row at all (written before
+// migration 0012): that reads every session row, so the gateway asks for it once, on its first
+// refresh.
+func (s *Store) TouchAgentSessions(ctx context.Context, replica string, staleBefore time.Time, orphans bool) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		if err := s.touchReplica(ctx, tx, replica); err != nil {
 			return err
 		}
 		stale := ep.FormatTime(staleBefore)
-		// The sessions of replicas that stopped refreshing, and those of replicas with no row.
-		const gone = `SELECT id FROM agent_sessions WHERE replica NOT IN (SELECT replica FROM agent_replicas WHERE seen_at >= ?)`
+		gone := deadReplicaSessions
+		if orphans {
+			gone = deadOrOrphanSessions
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN (`+gone+`)`), stale); err != nil {
 			return s.classify(err)
 		}
@@ -265,6 +271,13 @@ func (s *Store) TouchAgentSessions(ctx context.Context, replica string, staleBef
 		return s.expireAgentCommands(ctx, tx)
 	})
 }
+
+// The sessions TouchAgentSessions forgets, given the time before which a replica is dead: those
+// of dead replicas (through the replica index), and also those of replicas with no row.
+const (
+	deadReplicaSessions  = `SELECT id FROM agent_sessions WHERE replica IN (SELECT replica FROM agent_replicas WHERE seen_at < ?)`
+	deadOrOrphanSessions = `SELECT id FROM agent_sessions WHERE replica NOT IN (SELECT replica FROM agent_replicas WHERE seen_at >= ?)`
+)
 
 // touchReplica marks the replica alive now: its sessions count as online for LiveTolerance.
 func (s *Store) touchReplica(ctx context.Context, tx *wtx, replica string) error {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestSessionsLiveWithTheirReplica(t *testing.T) {
 			// A refresh writes the replica's row, not its sessions'.
 			const mark = "2000-01-01T00:00:00Z"
 			exec(`UPDATE agent_sessions SET seen_at = ?`, mark)
-			if err := s.TouchAgentSessions(ctx, "rep_a", time.Now().Add(-LiveTolerance)); err != nil {
+			if err := s.TouchAgentSessions(ctx, "rep_a", time.Now().Add(-LiveTolerance), false); err != nil {
 				t.Fatal(err)
 			}
 			if n := count(`SELECT count(*) FROM agent_sessions WHERE seen_at = ?`, mark); n != 3 {
@@ -86,7 +87,7 @@ func TestSessionsLiveWithTheirReplica(t *testing.T) {
 			if _, _, err := s.GetLive(ctx, ep.TunnelSessions, acct.AccountID, "ts_a1"); !ep.IsNotFound(err) {
 				t.Errorf("a dead replica's session is still found: %v", err)
 			}
-			if err := s.TouchAgentSessions(ctx, "rep_b", time.Now().Add(-LiveTolerance)); err != nil {
+			if err := s.TouchAgentSessions(ctx, "rep_b", time.Now().Add(-LiveTolerance), false); err != nil {
 				t.Fatal(err)
 			}
 			if n := count(`SELECT count(*) FROM agent_sessions WHERE replica = ?`, "rep_a"); n != 0 {
@@ -97,6 +98,46 @@ func TestSessionsLiveWithTheirReplica(t *testing.T) {
 			}
 			if n := listed(); n != 1 {
 				t.Errorf("%d sessions listed, want B's 1", n)
+			}
+			// A session of a replica with no row (written before migration 0012) is not listed,
+			// and goes from the table at a refresh that asks for orphans.
+			put("ts_c1", "rep_c")
+			exec(`DELETE FROM agent_replicas WHERE replica = ?`, "rep_c")
+			if err := s.TouchAgentSessions(ctx, "rep_b", time.Now().Add(-LiveTolerance), false); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(`SELECT count(*) FROM agent_sessions WHERE replica = ?`, "rep_c"); n != 1 {
+				t.Errorf("%d orphan session rows after a refresh without orphans, want 1 (kept)", n)
+			}
+			if err := s.TouchAgentSessions(ctx, "rep_b", time.Now().Add(-LiveTolerance), true); err != nil {
+				t.Fatal(err)
+			}
+			if n := count(`SELECT count(*) FROM agent_sessions WHERE replica = ?`, "rep_c"); n != 0 {
+				t.Errorf("%d orphan session rows kept after a refresh with orphans", n)
+			}
+			if n := listed(); n != 1 {
+				t.Errorf("%d sessions listed, want B's 1", n)
+			}
+			// At rest a refresh finds the dead replicas' sessions through the replica index, not
+			// by reading every session row.
+			if engine == "sqlite" {
+				rows, err := s.r.QueryContext(ctx, `EXPLAIN QUERY PLAN `+deadReplicaSessions, "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var plan []string
+				for rows.Next() {
+					var id, parent, unused int
+					var detail string
+					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+						t.Fatal(err)
+					}
+					plan = append(plan, detail)
+				}
+				rows.Close()
+				if p := strings.Join(plan, "; "); !strings.Contains(p, "INDEX agent_sessions_replica") || strings.Contains(p, "SCAN agent_sessions") {
+					t.Errorf("the refresh's query plan reads agent_sessions without its replica index: %q", plan)
+				}
 			}
 		})
 	}

@@ -78,6 +78,9 @@ type Gateway struct {
 	changes  *store.Subscription
 	fresh    []*session
 	lastFull time.Time
+	// touched is set once this replica has refreshed its row (owned by the refresh loop): the
+	// first refresh also forgets sessions of replicas without a row.
+	touched bool
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -372,7 +375,9 @@ const (
 func (g *Gateway) touchOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := g.cfg.Store.TouchAgentSessions(ctx, g.cfg.Replica, time.Now().Add(-store.LiveTolerance)); err != nil {
+	if err := g.cfg.Store.TouchAgentSessions(ctx, g.cfg.Replica, time.Now().Add(-store.LiveTolerance), !g.touched); err != nil {
 		g.log.Warn("agent gateway: cannot refresh session rows", "err", err)
+		return
 	}
+	g.touched = true
 }
