@@ -139,7 +139,7 @@ func (g *Gateway) untrack(c net.Conn) {
 func (g *Gateway) handle(raw net.Conn) {
 	defer g.untrack(raw)
 	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
-	conn := tls.Server(raw, g.cfg.TLS)
+	conn := tls.Server(rawIO(raw), g.cfg.TLS)
 	if err := conn.Handshake(); err != nil {
 		g.log.Debug("agent TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
 		raw.Close()
