@@ -7,6 +7,7 @@ package enforce
 
 import (
 	"bytes"
+	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/xml"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/crewjam/saml"
 	dsig "github.com/russellhaering/goxmldsig"
@@ -55,6 +57,14 @@ type SAMLConfig struct {
 	NameIDFormat string
 	// Session is the session half; its Scope is set here.
 	Session SessionConfig
+	// RouteID is the route's id: the assertion ids this route accepted are kept under the scope
+	// "saml:"+RouteID, so a route never refuses an assertion because another route took it.
+	RouteID string
+	// UseOnce records an accepted assertion's id until expires and reports whether it was fresh,
+	// on every replica (the store's UseOnce): the sealed sign-in cookie is stateless, so without
+	// it a captured answer could sign in again while its conditions hold. nil, or an error, makes
+	// the ACS refuse every answer (503): an assertion is never accepted unrecorded.
+	UseOnce func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
 }
 
 // SAML is the stage of the saml module.
@@ -71,6 +81,9 @@ type SAML struct {
 	groups                                []string // authorized_groups, sorted
 	metadata                              []byte   // the SP metadata served
 	returnBase                            string   // the route's root, where a sign-in without a target ends
+	// useOnce and onceScope keep each accepted assertion id used (SAMLConfig.UseOnce).
+	useOnce   func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
+	onceScope string
 }
 
 // NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
@@ -79,6 +92,9 @@ type SAML struct {
 func NewSAML(c SAMLConfig) (*SAML, error) {
 	if c.Key == nil || c.Certificate == nil {
 		return nil, errors.New("no request signing key")
+	}
+	if c.RouteID == "" {
+		return nil, errors.New("no route id to keep used assertions under")
 	}
 	var md saml.EntityDescriptor
 	if err := xml.Unmarshal([]byte(c.IdPMetadata), &md); err != nil {
@@ -121,7 +137,8 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 	s := &SAML{sp: sp, allowIdP: c.AllowIdPInitiated,
 		metadataPath: urls["metadata_url"].Path, acsPath: urls["assertion_consumer_service_url"].Path,
 		sloPath: urls["single_logout_url"].Path, spDir: path.Dir(urls["metadata_url"].Path) + "/", acsURL: sp.AcsURL,
-		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat)}
+		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat),
+		useOnce:       c.UseOnce, onceScope: "saml:" + c.RouteID}
 	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
 	if s.sso == "" {
 		s.binding, s.sso = saml.HTTPRedirectBinding, sp.GetSSOBindingLocation(saml.HTTPRedirectBinding)

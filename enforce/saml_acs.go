@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/crewjam/saml"
 )
@@ -14,7 +15,8 @@ import (
 // The assertion consumer service of the saml module: the IdP's answer is checked by
 // crewjam/saml (signature by a certificate of the IdP's metadata, issuer, destination and
 // recipient = the ACS URL, audience = the entity id, time conditions, InResponseTo = the
-// request this browser's sign-in sent), then the user's groups, then a session starts.
+// request this browser's sign-in sent), then the user's groups, then that the assertion was
+// never accepted before (on any replica), then a session starts.
 
 // The attribute names (a SAML Attribute's Name or FriendlyName, compared without case) read
 // from an assertion. Groups: the common names of group membership across IdPs (Okta, Entra ID,
@@ -32,6 +34,11 @@ var (
 
 // maxGroupsKept bounds the groups a session carries (only those of authorized_groups are kept).
 const maxGroupsKept = 64
+
+// maxAssertionKept bounds how long an accepted assertion's id is kept used: an IdP's
+// NotOnOrAfter far ahead would otherwise keep its row that long, while crewjam/saml refuses an
+// assertion issued more than MaxIssueDelay ago anyway.
+const maxAssertionKept = 24 * time.Hour
 
 // serveACS takes the IdP's POSTed answer.
 func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
@@ -90,12 +97,73 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id.Groups = s.kept(groups)
+	if !s.firstUse(w, r, a) {
+		return
+	}
 	if _, err := s.sessions.Start(w, id); err != nil {
 		SignInFailed(w, http.StatusBadRequest, "The signed-in identity is too large for a session.")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// firstUse records the accepted assertion's id as used until the assertion expires and reports
+// whether this is its first use, answering the request when it is not: a replay (the POST and
+// the sign-in cookie captured, or an IdP-initiated answer) is 403 ERR_NGROK_5211. The check
+// fails closed: without a record of used assertions (none configured, or the store
+// unavailable) the answer is refused with 503 ERR_NGROK_3210, never accepted unrecorded.
+func (s *SAML) firstUse(w http.ResponseWriter, r *http.Request, a *saml.Assertion) bool {
+	if s.useOnce == nil {
+		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used assertions, so it accepts none.")
+		return false
+	}
+	if a.ID == "" {
+		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion has no ID, so it cannot be accepted once only.")
+		return false
+	}
+	now := saml.TimeNow()
+	fresh, err := s.useOnce(r.Context(), s.onceScope, a.ID, assertionExpiry(a, now))
+	if err != nil {
+		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the assertion as used (its database is unavailable); sign in again in a moment.")
+		return false
+	}
+	if !fresh {
+		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion was already used: each assertion signs in once only.")
+		return false
+	}
+	return true
+}
+
+// assertionExpiry is until when an assertion accepted at now must be kept used: until it could
+// pass the checks no longer, the latest NotOnOrAfter of its conditions and subject
+// confirmations plus the clock skew allowed; at least the IssueInstant window plus that skew
+// (an assertion without NotOnOrAfter, or one whose IdP's clock runs ahead), at most
+// maxAssertionKept.
+func assertionExpiry(a *saml.Assertion, now time.Time) time.Time {
+	var end time.Time
+	if a.Conditions != nil {
+		end = a.Conditions.NotOnOrAfter
+	}
+	if a.Subject != nil {
+		for _, c := range a.Subject.SubjectConfirmations {
+			if d := c.SubjectConfirmationData; d != nil && d.NotOnOrAfter.After(end) {
+				end = d.NotOnOrAfter
+			}
+		}
+	}
+	end = end.Add(saml.MaxClockSkew)
+	issued := a.IssueInstant
+	if now.After(issued) {
+		issued = now
+	}
+	if low := issued.Add(saml.MaxIssueDelay + saml.MaxClockSkew); end.Before(low) {
+		end = low
+	}
+	if high := now.Add(maxAssertionKept); end.After(high) {
+		end = high
+	}
+	return end
 }
 
 // relayTarget is where an IdP-initiated sign-in goes: the RelayState's path when it is a path

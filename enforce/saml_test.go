@@ -60,6 +60,7 @@ func newSAMLEnv(t *testing.T, cfg func(*SAMLConfig)) *samlEnv {
 		ACSURL: e.sp + "/acs", SLOURL: e.sp + "/slo", Key: key, Certificate: cert,
 		NameIDFormat: "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent",
 		Session:      SessionConfig{Key: sessionKey, CookiePrefix: "ngrok."},
+		RouteID:      "rt_1", UseOnce: memoryOnce(),
 	}
 	if cfg != nil {
 		cfg(&c)
@@ -357,7 +358,7 @@ func TestNewSAMLRefuses(t *testing.T) {
 	idp := samltest.NewIdP(t, nil)
 	key, cert := samltest.NewKeyPair(t, "sp")
 	good := SAMLConfig{IdPMetadata: idp.Metadata(), EntityID: "https://h/m", MetadataURL: "https://h/m", ACSURL: "https://h/a",
-		SLOURL: "https://h/s", Key: key, Certificate: cert, Session: SessionConfig{Key: make([]byte, 32)}}
+		SLOURL: "https://h/s", Key: key, Certificate: cert, Session: SessionConfig{Key: make([]byte, 32)}, RouteID: "rt_1"}
 	if _, err := NewSAML(good); err != nil {
 		t.Fatal(err)
 	}
@@ -372,6 +373,7 @@ func TestNewSAMLRefuses(t *testing.T) {
 		}(good),
 		"ACS not https":  func(c SAMLConfig) SAMLConfig { c.ACSURL = "http://h/a"; return c }(good),
 		"no session key": func(c SAMLConfig) SAMLConfig { c.Session.Key = nil; return c }(good),
+		"no route id":    func(c SAMLConfig) SAMLConfig { c.RouteID = ""; return c }(good),
 	} {
 		if _, err := NewSAML(c); err == nil {
 			t.Errorf("%s: accepted", name)

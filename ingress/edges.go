@@ -12,6 +12,7 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/plan"
+	"github.com/edgeplane/edgeplane/store"
 )
 
 // Edges: public traffic for an edge's hostport is routed by the plan, filtered by the edge's and
@@ -86,18 +87,24 @@ func (p *proxy) routeFinal() http.Handler {
 func (s *Server) EdgeHandler() http.Handler { return s.proxy.routeFinal() }
 
 // Env is the environment stages are built with: an outbound HTTP client trusting the system
-// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects.
-func (s *Server) Env() *plan.Env {
+// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, and st's UseOnce,
+// where the saml module keeps the assertions it accepted so that none is accepted twice on any
+// replica. Without st (nil) every saml route refuses all sign-ins.
+func (s *Server) Env(st *store.Store) *plan.Env {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: s.cfg.OutboundRoots, MinVersion: tls.VersionTLS12}
 	tr.ResponseHeaderTimeout = 10 * time.Second
-	return &plan.Env{Outbound: &http.Client{Transport: tr, Timeout: 15 * time.Second,
+	env := &plan.Env{Outbound: &http.Client{Transport: tr, Timeout: 15 * time.Second,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 3 {
 				return http.ErrUseLastResponse
 			}
 			return nil
 		}}}
+	if st != nil {
+		env.UseOnce = st.UseOnce
+	}
+	return env
 }
 
 // serveTLSEdge carries a connection of a TLS edge: terminated here when its tls_termination says

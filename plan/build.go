@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
@@ -55,6 +57,11 @@ type Env struct {
 	OAuthApps map[string]enforce.OAuthApp
 	// OAuthEndpoints override providers' endpoints (--oauth-endpoints), by provider.
 	OAuthEndpoints map[string]enforce.OAuthEndpoints
+	// UseOnce records that id is used in scope until expires and reports whether it was unused
+	// before, on every replica (the store's UseOnce): the saml module keeps each accepted
+	// assertion's id there, because its stateless sign-in cookie alone cannot stop a captured
+	// answer from being posted again. nil makes every saml ACS refuse (fail closed).
+	UseOnce func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
 }
 
 // BackendKind says what a backend does with a connection.

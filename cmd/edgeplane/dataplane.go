@@ -332,7 +332,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		}
 		return out
 	})
-	env := d.pub.Env()
+	env := d.pub.Env(st)
 	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
 		return err
 	}
