@@ -9,7 +9,6 @@ import (
 	"html"
 	"net/http"
 	"net/netip"
-	"strconv"
 )
 
 // Stage is one module acting on HTTP requests: Wrap returns the handler that runs the module in
@@ -78,9 +77,11 @@ func ClientAddr(r *http.Request) netip.Addr {
 
 // ErrorPage answers a public request with one of edgeplane's error pages: the status, a small
 // HTML page naming the ngrok error code, and the code in an ngrok-error-code header, the way
-// ngrok's edge answers (clients and monitors match on the header).
+// ngrok's edge answers (clients and monitors match on the header). Each answer is counted by its
+// code (ErrorCounts), so code must be a constant of the caller: the codes are a metric's labels.
 func ErrorPage(w http.ResponseWriter, status, code int, msg string) {
-	c := "ERR_NGROK_" + strconv.Itoa(code)
+	countError(code)
+	c := errorCode(code)
 	h := w.Header()
 	h.Set("ngrok-error-code", c)
 	h.Set("Content-Type", "text/html; charset=utf-8")
