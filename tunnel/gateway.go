@@ -167,6 +167,14 @@ func (g *Gateway) removeSession(s *session) {
 	g.mu.Unlock()
 }
 
+// Sessions returns how many agent sessions are authenticated on this replica now. It is for
+// metrics, read when they are scraped: counting at that moment costs the agents' path nothing.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
 func (g *Gateway) snapshotSessions() []*session {
 	g.mu.Lock()
 	defer g.mu.Unlock()

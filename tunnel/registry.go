@@ -189,6 +189,9 @@ type Registry struct {
 	mu   sync.Mutex // serialises writers
 	snap atomic.Pointer[snapshot]
 	tcp  map[string]io.Closer // by public address; guarded by mu
+	// count is the tunnels registered, every bind of a pooled endpoint and every labeled
+	// tunnel; guarded by mu.
+	count int
 }
 
 type snapshot struct {
@@ -229,6 +232,15 @@ func (r *Registry) Labeled(account string, want map[string]string) []*Tunnel {
 	return out
 }
 
+// Tunnels returns how many tunnels are online on this replica now: endpoint binds (each bind of
+// a pooled endpoint) and labeled tunnels. It is for metrics, read when they are scraped; the
+// count is kept by the writers, so reading it walks nothing.
+func (r *Registry) Tunnels() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
 // add registers t; for an endpoint already online it refuses unless both the online binds and t
 // ask for pooling, with the same TLS settings. conflict is "" on success, "online", "pool-mix"
 // or "pool-tls" otherwise; first says t is the endpoint's first bind (whose tcp listener is to
@@ -243,6 +255,7 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 		account := t.AccountID()
 		next.labeled[account] = append(slices.Clone(old.labeled[account]), t)
 		r.snap.Store(next)
+		r.count++
 		return "", true
 	}
 	key := t.key()
@@ -263,6 +276,7 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	next.endpoints = maps.Clone(old.endpoints)
 	next.endpoints[key] = &group{tunnels: append(tunnels, t)}
 	r.snap.Store(next)
+	r.count++
 	return "", len(tunnels) == 0
 }
 
@@ -294,6 +308,7 @@ func (r *Registry) remove(t *Tunnel) bool {
 			next.labeled[account] = rest
 		}
 		r.snap.Store(next)
+		r.count--
 		return true
 	}
 	key := t.key()
@@ -321,6 +336,7 @@ func (r *Registry) remove(t *Tunnel) bool {
 		next.endpoints[key] = &group{tunnels: rest}
 	}
 	r.snap.Store(next)
+	r.count--
 	return true
 }
 
