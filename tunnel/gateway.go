@@ -81,6 +81,9 @@ type Gateway struct {
 	// touched is set once this replica has refreshed its row (owned by the refresh loop): the
 	// first refresh also forgets sessions of replicas without a row.
 	touched bool
+	// echoHandover is the package's echoHandover, set once by New (tests shorten it before
+	// Serve).
+	echoHandover time.Duration
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -93,7 +96,8 @@ func New(cfg Config) *Gateway {
 		cfg.CheckInterval = 500 * time.Millisecond
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
-		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
+		echoHandover: echoHandover}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

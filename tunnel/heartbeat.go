@@ -64,8 +64,9 @@ func (s *session) acceptHeartbeat(st muxado.TypedStream) {
 // echoHandover is how long the echo goroutine waits for a ping muxado buffered before the framer
 // took the heartbeat stream over (beat.go). Past it no ping can still be in muxado's buffer, since
 // the framer answers every later one, so the goroutine ends and the session keeps no goroutine for
-// its heartbeat. A variable for tests.
-var echoHandover = 30 * time.Second
+// its heartbeat. Each gateway keeps its own copy (Gateway.echoHandover), which tests shorten
+// before serving, so no session reads a value a test changes.
+const echoHandover = 30 * time.Second
 
 // echo answers each 4-byte ping muxado delivers on the stream with the same 4 bytes and feeds the
 // watchdog: the pings that arrived before the framer took the stream over (beat.go). Once none
@@ -75,7 +76,7 @@ var echoHandover = 30 * time.Second
 func (s *session) echo(st muxado.TypedStream) {
 	var ping [4]byte
 	for {
-		st.SetReadDeadline(time.Now().Add(echoHandover))
+		st.SetReadDeadline(time.Now().Add(s.gw.echoHandover))
 		if _, err := io.ReadFull(st, ping[:]); err != nil {
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
 				st.Close()

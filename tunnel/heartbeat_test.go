@@ -71,9 +71,7 @@ func TestHeartbeatCreditBatched(t *testing.T) {
 // are echoed by the session's echo goroutine, which then ends without closing the stream; the
 // framer answers every later ping, and the session keeps no goroutine for its heartbeat.
 func TestEchoHandsOver(t *testing.T) {
-	defer func(d time.Duration) { echoHandover = d }(echoHandover)
-	echoHandover = 200 * time.Millisecond
-	g := startGateway(t)
+	g := startGateway(t, func(g *Gateway) { g.echoHandover = 200 * time.Millisecond })
 	a := dialRaw(t, g)
 	const hb = 1
 	// The stream's SYN and a ping in one write: muxado buffers the ping before the session has

@@ -27,8 +27,9 @@ type testGateway struct {
 	token string // the credential's authtoken
 }
 
-// startGateway runs a gateway for the test, with a certificate for 127.0.0.1.
-func startGateway(t *testing.T) *testGateway {
+// startGateway runs a gateway for the test, with a certificate for 127.0.0.1; each before
+// function changes the gateway before it serves (and so before any session reads it).
+func startGateway(t *testing.T, before ...func(*Gateway)) *testGateway {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "edgeplane.db"))
@@ -47,6 +48,9 @@ func startGateway(t *testing.T) *testGateway {
 	cert, pool := selfSigned(t, "agents.test")
 	gw := New(Config{Store: st, Settings: ep.DefaultSettings(), Replica: "rep_guard", Version: "test",
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+	for _, f := range before {
+		f(gw)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
