@@ -60,6 +60,19 @@ func NewMetrics(pools PoolStatser) *Metrics {
 	return m
 }
 
+// Register adds collectors to the server's registry, so that /metrics reports them beside the
+// API's own: the data plane's, which cmd registers when the data plane is on. It fails, adding
+// none of the collectors that follow, when one is invalid or its metrics clash with registered
+// ones (the same name with other labels or help, or a collector registered twice).
+func (m *Metrics) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := m.registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
