@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -102,6 +103,10 @@ type Server struct {
 	closed bool
 	lns    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{}
+
+	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
+	// (see Requests): one atomic add per request.
+	httpRequests, httpsRequests atomic.Uint64
 }
 
 // New builds the public listeners' server; Serve* start them.
@@ -131,8 +136,15 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) newHTTPServer(proto string) *http.Server {
+	count := &s.httpRequests
+	if proto == "https" {
+		count = &s.httpsRequests
+	}
 	return &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.proxy.serve(w, r, proto) }),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			count.Add(1)
+			s.proxy.serve(w, r, proto)
+		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -142,6 +154,13 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 		ConnState: netx.ConnState,
 		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+}
+
+// Requests returns how many HTTP requests the public listeners have received so far: on the
+// HTTP listener, and on the TLS listener (HTTPS endpoints and edges, HTTP/1.1 and HTTP/2). Every
+// request counts, whatever it was answered with; for metrics, read when they are scraped.
+func (s *Server) Requests() (overHTTP, overTLS uint64) {
+	return s.httpRequests.Load(), s.httpsRequests.Load()
 }
 
 func (s *Server) idleTimeout() time.Duration {

@@ -29,6 +29,8 @@ type Planner struct {
 	done    chan struct{}
 	started bool
 	rebuilt atomic.Uint64
+	// buildTime, when not nil, is told how long each account's build took (NewPlanner).
+	buildTime func(time.Duration)
 }
 
 // resyncEvery is how often every account is rebuilt whatever the feed said: it makes up for
@@ -42,10 +44,12 @@ const gatherWrites = 20 * time.Millisecond
 
 // NewPlanner builds the plan of every account with edges; Start follows changes from then on.
 // final is the handler behind every route's stages (Server.EdgeHandler); env is what stages
-// may use (Server.Env).
-func NewPlanner(ctx context.Context, st *store.Store, log *slog.Logger, final http.Handler, env *plan.Env) (*Planner, error) {
+// may use (Server.Env). buildTime, when not nil, is told how long each account's build took
+// (reading its snapshot and building its part; a build that fails is not told), from the first
+// builds here on: it is the data plane's plan build histogram.
+func NewPlanner(ctx context.Context, st *store.Store, log *slog.Logger, final http.Handler, env *plan.Env, buildTime func(time.Duration)) (*Planner, error) {
 	p := &Planner{st: st, log: log, parts: map[string]*plan.Account{}, final: final, env: env,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), buildTime: buildTime}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -196,6 +200,15 @@ func (p *Planner) swap() {
 
 // build reads one account's snapshot and builds its part.
 func (p *Planner) build(ctx context.Context, account string) (*plan.Account, error) {
+	start := time.Now()
+	part, err := p.buildPart(ctx, account)
+	if err == nil && p.buildTime != nil {
+		p.buildTime(time.Since(start))
+	}
+	return part, err
+}
+
+func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account, error) {
 	docs, err := p.st.Snapshot(ctx, account)
 	if err != nil {
 		return nil, err

@@ -143,8 +143,10 @@ type dataPlane struct {
 	planner                  *ingress.Planner
 	certs                    *certmgr.Manager
 	closeOnce                sync.Once
-	// public counts the public listeners' connections, TCP endpoints' included.
-	public *netx.Limiter
+	// agent and public count the agent listener's and the public listeners' connections, TCP
+	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
+	agent, public *netx.Limiter
+	metrics       dataPlaneMetrics
 	// publicIdle is the public HTTP and HTTPS listeners' keep-alive idle timeout.
 	publicIdle time.Duration
 	// replica names this process in the session rows.
@@ -157,7 +159,7 @@ type dataPlane struct {
 // listen checks the flags and takes the data plane's ports, before the database is touched, so
 // that a port in use fails the start at once.
 func (f *dataPlaneFlags) listen() (*dataPlane, error) {
-	d := &dataPlane{}
+	d := &dataPlane{metrics: newDataPlaneMetrics()}
 	agentLimits, publicLimits, err := f.connLimits()
 	if err != nil {
 		return nil, err
@@ -218,7 +220,8 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	// endpoints' connections (ingress.ListenTCP) are safe from their first byte, or none.
 	agentLimits.OnEvict = d.logEviction("agent")
 	publicLimits.OnEvict = d.logEviction("public")
-	d.agentLn = netx.NewLimiter(agentLimits).ListenPending(d.agentLn)
+	d.agent = netx.NewLimiter(agentLimits)
+	d.agentLn = d.agent.ListenPending(d.agentLn)
 	d.public = netx.NewLimiter(publicLimits)
 	if d.httpLn != nil {
 		d.httpLn = d.public.ListenPending(d.httpLn)
@@ -339,7 +342,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
 	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound,
 		OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints})
-	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env); err != nil {
+	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
 	d.pub.SetPlan(d.planner.Plan)

@@ -241,6 +241,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := server.NewMetrics(st)
+	// At --max-connections, the connection unproductive longest (a request head never finished,
+	// or idle between requests; a key holder's idle one last) is closed for a newcomer.
+	apiConns := netx.NewLimiter(netx.Limits{Max: cfg.maxConnections, PerAddr: cfg.perIP, UntrustedIdle: cfg.timeout.unauthIdle,
+		Evict: true, OnEvict: evictionLogger(log, "api")})
+	if err := socks.dp.registerMetrics(metrics, apiConns); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if socks.metrics != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
@@ -252,10 +259,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	srv := cfg.httpServer(server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
 		MetricsOnMain: cfg.metricsListen == "", CORSOrigins: cfg.corsOrigins, RateLimit: cfg.limit,
 		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander(), ResponseBytes: cfg.responseBytes()}), log)
-	// At --max-connections, the connection unproductive longest (a request head never finished,
-	// or idle between requests; a key holder's idle one last) is closed for a newcomer.
-	limited := netx.NewLimiter(netx.Limits{Max: cfg.maxConnections, PerAddr: cfg.perIP, UntrustedIdle: cfg.timeout.unauthIdle,
-		Evict: true, OnEvict: evictionLogger(log, "api")}).ListenPending(socks.api)
+	limited := apiConns.ListenPending(socks.api)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
 	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
