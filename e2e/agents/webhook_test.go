@@ -76,9 +76,15 @@ func TestWebhookVerificationEdge(t *testing.T) {
 	c := w.httpsClient()
 	body := `{"action":"opened","number":19}`
 	gh := map[string]string{"X-Hub-Signature-256": "sha256=" + hmacHex("gh-secret", body), "Content-Type": "application/json"}
-	eventually(t, 2*time.Second, "the routes are in the plan", func() bool {
-		st, _, _ := postSigned(t, c, "https://hooks.example.com/github", body, gh)
-		return st == 200
+	// Each route is created, then given its module: wait until every route is in the plan with
+	// its module (an unsigned request refused on each), not just until one route answers.
+	eventually(t, 2*time.Second, "the routes and their modules are in the plan", func() bool {
+		for _, path := range []string{"/github", "/stripe", "/mailgun"} {
+			if _, _, code := postSigned(t, c, "https://hooks.example.com"+path, body, nil); code != "ERR_NGROK_3204" {
+				return false
+			}
+		}
+		return true
 	})
 	if st, got, _ := postSigned(t, c, "https://hooks.example.com/github", body, gh); st != 200 || got != "got "+body {
 		t.Errorf("a signed GitHub delivery: %d %q", st, got)
