@@ -37,6 +37,11 @@ var (
 		"Routing plans swapped in (at start, on each change of edges, routes, backends, policies, domains or certificates, and every 30 s).", nil, nil)
 )
 
+// watchedErrorCodes are the public error codes reported at 0 before their first answer: an
+// offline endpoint or unmatched route (3200), a module failing closed (3210), no tunnel or
+// backend for an edge (6515), and the agent failing to carry a request (8012).
+var watchedErrorCodes = []string{"ERR_NGROK_3200", "ERR_NGROK_3210", "ERR_NGROK_6515", "ERR_NGROK_8012"}
+
 // dataPlaneMetrics is what the data plane keeps for its metrics beyond the counts its parts keep:
 // the histogram of plan build times, which the planner reports to.
 type dataPlaneMetrics struct {
@@ -113,7 +118,15 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overHTTP), "http")
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overTLS), "https")
 	// The codes answered in this process; the data plane is the only one that answers with them.
-	for code, n := range enforce.ErrorCounts() {
+	// The codes an operator alerts on are reported from the start, at 0 until the first answer,
+	// so that rate() and increase() see that answer too.
+	counts := enforce.ErrorCounts()
+	for _, code := range watchedErrorCodes {
+		if _, ok := counts[code]; !ok {
+			counts[code] = 0
+		}
+	}
+	for code, n := range counts {
 		ch <- prometheus.MustNewConstMetric(publicErrorsDesc, prometheus.CounterValue, float64(n), code)
 	}
 	ch <- prometheus.MustNewConstMetric(planRebuildsDesc, prometheus.CounterValue, float64(d.planner.Rebuilds()))
