@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -47,12 +48,22 @@ func TestEdgeCircuitBreaker(t *testing.T) {
 		"backend": map[string]any{"backend_id": group},
 		"circuit_breaker": map[string]any{"tripped_duration": 1, "rolling_window": 10, "num_buckets": 10,
 			"volume_threshold": 4, "error_threshold_percentage": 0.5}})
-	// A second route, created after the first: once it answers, the plan holds the breaker too,
-	// and no request has reached the breaker's route yet.
+	// A second route, created after the first: once it answers, the plan holds the breaker too.
 	w.mustCreate("/edges/https/"+edge+"/routes", map[string]any{"match_type": "exact_path", "match": "/ready",
 		"backend": map[string]any{"backend_id": ready}})
 	c := w.httpsClient()
-	eventually(t, 5*time.Second, "the edge is in the plan", func() bool { return statusOf(c, "https://cb.example.com/ready") == 200 })
+	// Until the second route is in the plan, /ready matches the first route's prefix and reaches
+	// the upstream: wait for the second route's own answer, then count from zero.
+	eventually(t, 5*time.Second, "the edge is in the plan", func() bool {
+		resp, err := c.Get("https://cb.example.com/ready")
+		if err != nil {
+			return false // the domain's certificate is not served yet
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && string(body) == "ready"
+	})
+	up.seen.Store(0)
 
 	expect := func(what string, status int, code string, seen int64) {
 		t.Helper()
