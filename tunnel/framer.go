@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"errors"
 	"io"
 	"sync"
 
@@ -47,6 +48,9 @@ type singleWriteFramer struct {
 	// wmu serialises writes to the transport: muxado's writer goroutine writes its frames, and
 	// the reader goroutine writes the echoes of pings it answers itself (beat.go).
 	wmu sync.Mutex
+	// ending is set once a GOAWAY was written or a write failed (WriteFrame); only muxado's
+	// writer goroutine reads or sets it.
+	ending bool
 	// What the reader goroutine keeps to answer pings (beat.go): the bytes of a ping read so
 	// far, a buffer to read into, and the frame of the echo.
 	ping    [4]byte
@@ -92,16 +96,34 @@ func (f *singleWriteFramer) ReadFrame() (frame.Frame, error) {
 // WriteFrame renders fr and writes it to the transport: in one Write if the whole frame fits in
 // maxCoalesced bytes, else in two. When the guard ends the session on seeing fr, it writes the
 // guard's GOAWAY in its place and returns the guard's error, which ends muxado's session.
+//
+// Once a GOAWAY has been written, or a write has failed, the session is ending and every later
+// frame is refused without being looked at. muxado's writer can still hand over a frame whose
+// stream's Write already returned on the session's end, and that stream may be packing its next
+// frame into the same struct meanwhile (a data race `go test -race` reported at the end of a
+// hostile agent's session); muxado writes a GOAWAY only as its session dies, and edgeplane never
+// sends one otherwise, so after it nothing is left to deliver.
 func (f *singleWriteFramer) WriteFrame(fr frame.Frame) error {
+	if f.ending {
+		return errSessionEnding
+	}
+	_, goAway := fr.(*frame.GoAway)
 	fr, gerr := f.guard.wrote(fr)
 	if fr == nil {
 		return gerr // window credit the guard holds back
 	}
+	if _, guardGoAway := fr.(*frame.GoAway); goAway || guardGoAway {
+		f.ending = true
+	}
 	if err := f.write(fr); err != nil {
+		f.ending = true
 		return err
 	}
 	return gerr
 }
+
+// errSessionEnding is WriteFrame's answer for a frame after the session's GOAWAY or a failed write.
+var errSessionEnding = errors.New("edgeplane: the agent session is ending")
 
 // write renders fr and writes it to the transport.
 func (f *singleWriteFramer) write(fr frame.Frame) error {

@@ -73,10 +73,10 @@ func TestSingleWriteFramerBytes(t *testing.T) {
 	var want bytes.Buffer
 	ref := frame.NewFramer(nil, &want)
 	var got recorder
-	ours := newSingleWriteFramer(nil, &got)
 	for _, tf := range frames {
 		want.Reset()
 		got.writes = nil
+		ours := newSingleWriteFramer(nil, &got) // a session writes nothing after its GOAWAY
 		if err := ref.WriteFrame(tf.f); err != nil {
 			t.Fatalf("%s: muxado's framer: %v", tf.name, err)
 		}
@@ -384,5 +384,47 @@ func exchange(st muxado.Stream, label uint32, opener bool, n int, errc chan<- er
 	}
 	if err := <-sent; err != nil {
 		errc <- fmt.Errorf("stream %d: write: %w", label, err)
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// TestFramerRefusesAfterGoAway: once a GOAWAY is written, or a write fails, the session is
+// ending and WriteFrame refuses every later frame without writing it (muxado's writer can still
+// hand over a frame its stream is packing again).
+func TestFramerRefusesAfterGoAway(t *testing.T) {
+	data := new(frame.Data)
+	if err := data.Pack(1, []byte("late"), false, false); err != nil {
+		t.Fatal(err)
+	}
+	var got recorder
+	f := newSingleWriteFramer(nil, &got)
+	if err := f.WriteFrame(data); err != nil {
+		t.Fatalf("a DATA frame before the GOAWAY: %v", err)
+	}
+	ga := new(frame.GoAway)
+	if err := ga.Pack(0, 0, []byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteFrame(ga); err != nil {
+		t.Fatalf("the GOAWAY: %v", err)
+	}
+	writes := len(got.writes)
+	if err := f.WriteFrame(data); !errors.Is(err, errSessionEnding) {
+		t.Errorf("a DATA frame after the GOAWAY: %v, want errSessionEnding", err)
+	}
+	if len(got.writes) != writes {
+		t.Errorf("%d writes after the GOAWAY, want none", len(got.writes)-writes)
+	}
+
+	f = newSingleWriteFramer(nil, failingWriter{})
+	if err := f.WriteFrame(data); !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("a write to a closed transport: %v", err)
+	}
+	if err := f.WriteFrame(data); !errors.Is(err, errSessionEnding) {
+		t.Errorf("the frame after a failed write: %v, want errSessionEnding", err)
 	}
 }
