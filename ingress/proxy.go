@@ -93,8 +93,12 @@ func (copyBuffers) Put(b []byte) {
 
 func (p *proxy) close() { p.tr.CloseIdleConnections() }
 
-// serve routes one public request by its Host to an online endpoint of proto.
+// serve routes one public request by its Host to an online endpoint of proto. The client's own
+// ngrok-auth-* headers are removed first, on every route and endpoint: only a sign-in module
+// sets them, and an upstream that trusts them must never be told a name of the client's
+// choosing, including on a route whose module is not (or not yet) in the plan.
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
+	enforce.StripIdentityHeaders(r.Header)
 	host := strings.ToLower(hostOnly(r.Host))
 	if proto == "http" && p.s.answerHTTP01(w, r, host) {
 		return

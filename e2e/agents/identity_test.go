@@ -158,10 +158,15 @@ func TestSignInOIDC(t *testing.T) {
 		return resp.StatusCode, string(b), resp
 	}
 	var body string
+	// The route is created before its module: until the module is in the plan, the request
+	// reaches the agent without a sign-in (and without the client's identity header).
 	eventually(t, 5*time.Second, "the oidc route signs in", func() bool {
 		var st int
 		st, body, _ = fetch("https://sso.example.com/app?x=1", "ngrok-auth-user-email", "mallory@example.com")
-		return st == 200
+		if st == 200 && strings.Contains(body, "mallory") {
+			t.Fatalf("the client's identity header reached the agent: %q", body)
+		}
+		return st == 200 && strings.Contains(body, "id=user-7")
 	})
 	if body != "agent /app?x=1 email=dana@example.com id=user-7 name=Dana" {
 		t.Fatalf("after sign-in: %q", body)
@@ -439,5 +444,61 @@ func TestSignInOAuthBind(t *testing.T) {
 	}
 	if managedN != 3 || ownN != 1 {
 		t.Errorf("authorization requests: %q, want 3 with the managed client and 1 with the bind's own", asked)
+	}
+}
+
+// TestIdentityHeadersNeverPassThrough: a public client's ngrok-auth-* headers never reach an
+// agent, on an endpoint and on an edge's route that have no sign-in module at all: only a
+// sign-in module sets them, and an upstream trusting them must not be told a name the client
+// chose (for example while a route exists before its module does).
+func TestIdentityHeadersNeverPassThrough(t *testing.T) {
+	w := start(t)
+	_, token := w.credential()
+	w.reserveDomain("plain.example.com")
+	sess := w.mustConnect(token)
+	identity := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var seen []string
+		for k, v := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "ngrok-auth-") {
+				seen = append(seen, k+"="+strings.Join(v, ","))
+			}
+		}
+		fmt.Fprintf(rw, "identity headers: %q", seen)
+	})
+	ep, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("plain.edgeplane.app"), config.WithScheme(config.SchemeHTTP)))
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	serveTunnel(t, ep, identity)
+	lt, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "plain")))
+	if err != nil {
+		t.Fatalf("labeled tunnel: %v", err)
+	}
+	serveTunnel(t, lt, identity)
+	group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "plain"}})
+	edge := w.mustCreate("/edges/https", map[string]any{"hostports": []string{"plain.example.com:443"}})
+	w.mustCreate("/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix", "match": "/",
+		"backend": map[string]any{"backend_id": group}})
+
+	spoof := func(c *http.Client, url string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header.Set("Ngrok-Auth-User-Email", "mallory@example.com")
+		req.Header["ngrok-auth-user-id"] = []string{"admin"} // not canonical, as a raw client may send it
+		req.Header.Set("Ngrok-Auth-Anything", "x")
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := spoof(w.httpClient(), "http://plain.edgeplane.app/"); st != 200 || body != `identity headers: []` {
+		t.Errorf("endpoint: %d %s", st, body)
+	}
+	c := w.httpsClient()
+	eventually(t, 3*time.Second, "the edge is in the plan", func() bool { return statusOf(c, "https://plain.example.com/") == 200 })
+	if st, body := spoof(c, "https://plain.example.com/"); st != 200 || body != `identity headers: []` {
+		t.Errorf("edge route: %d %s", st, body)
 	}
 }
