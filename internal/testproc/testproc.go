@@ -28,14 +28,28 @@ const (
 // TokenSentence is part of what serve prints with the bootstrap token of an empty database.
 const TokenSentence = "will not be shown again"
 
-// Build compiles the edgeplane command in cmdDir into a temporary directory; cleanup removes it.
+// RaceEnv names the environment variable that builds the binary with the race detector: with
+// EDGEPLANE_TEST_RACE=1 the suites that run the real server (e2e, e2e/agents, cmd/edgeplane)
+// exercise its data plane under real agents and clients with every access checked, which
+// in-package -race runs cannot reach, and a test whose server reported a race fails.
+const RaceEnv = "EDGEPLANE_TEST_RACE"
+
+// raceReport is how the race detector starts each report it writes on stderr.
+const raceReport = "WARNING: DATA RACE"
+
+// Build compiles the edgeplane command in cmdDir into a temporary directory (with -race when
+// RaceEnv is set); cleanup removes it.
 func Build(cmdDir string) (bin string, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "edgeplane-test-bin-")
 	if err != nil {
 		return "", nil, err
 	}
 	bin = filepath.Join(dir, "edgeplane")
-	if out, err := exec.Command("go", "build", "-o", bin, cmdDir).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", bin}
+	if os.Getenv(RaceEnv) != "" {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, cmdDir)...).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("go build %s: %v\n%s", cmdDir, err, out)
 	}
@@ -126,14 +140,17 @@ func Serve(t testing.TB, bin, dir string, env []string, args ...string) *Process
 	t.Cleanup(func() {
 		select {
 		case <-p.Done:
-			return
 		default:
+			_ = p.Cmd.Process.Kill()
+			select {
+			case <-p.Done:
+			case <-time.After(StopTimeout):
+				t.Errorf("edgeplane serve (pid %d) did not exit after kill", p.Cmd.Process.Pid)
+				return
+			}
 		}
-		_ = p.Cmd.Process.Kill()
-		select {
-		case <-p.Done:
-		case <-time.After(StopTimeout):
-			t.Errorf("edgeplane serve (pid %d) did not exit after kill", p.Cmd.Process.Pid)
+		if out := p.Stderr.String(); strings.Contains(out, raceReport) {
+			t.Errorf("edgeplane serve reported a data race; stderr:\n%s", out)
 		}
 	})
 	deadline := time.NewTimer(StartTimeout)
