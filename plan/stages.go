@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"reflect"
+	"sync"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
@@ -26,13 +27,29 @@ func registerRouteStage(name string, f StageBuilder) {
 	routeStages[name] = f
 }
 
+// stagedModule is a route module with a stage, and its builder.
+type stagedModule struct {
+	m     *ep.Module
+	build StageBuilder
+}
+
+// stagedRouteModules lists the route modules with a stage in the module table's order, made
+// once: a rebuild walks it for every route (100,000 routes in the scale benchmark), where
+// looking each module up in routeStages cost a quarter of Build (BenchmarkBuild).
+var stagedRouteModules = sync.OnceValue(func() []stagedModule {
+	var list []stagedModule
+	for _, m := range ep.ModulesOf(ep.HTTPSEdgeRoutes) {
+		if build, ok := routeStages[m.Name]; ok {
+			list = append(list, stagedModule{m, build})
+		}
+	}
+	return list
+})
+
 // routeStages builds the stages of a route's enabled modules, in the module table's order.
 func (b *builder) routeStages(r *ep.HTTPSEdgeRoute, rt *Route) error {
-	for _, m := range ep.ModulesOf(ep.HTTPSEdgeRoutes) {
-		build, ok := routeStages[m.Name]
-		if !ok {
-			continue
-		}
+	for _, sm := range stagedRouteModules() {
+		m, build := sm.m, sm.build
 		v := m.Get(r)
 		if v == nil || !enabledModule(v) {
 			if signInModules[m.Name] && configuredModule(v) {
