@@ -494,6 +494,7 @@ func TestIPv6RulesAndTLSVersion(t *testing.T) {
 	w := start(t, "--https-listen", "[::1]:0")
 	w.reserveDomain("six.example.com")
 	ok := w.mustCreate("/backends/http_response", map[string]any{"body": "ok", "status_code": 200})
+	marker := w.mustCreate("/backends/http_response", map[string]any{"body": "marker", "status_code": 200})
 	edge := w.mustCreate("/edges/https", map[string]any{"hostports": []string{"six.example.com:443"}})
 	route := w.mustCreate("/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix", "match": "/", "backend": map[string]any{"backend_id": ok}})
 	pol := w.mustCreate("/ip_policies", map[string]any{})
@@ -513,7 +514,21 @@ func TestIPv6RulesAndTLSVersion(t *testing.T) {
 	eventually(t, 5*time.Second, "a v4 allow rule does not admit a v6 client", func() bool { return status() == 403 })
 	v6deny := w.mustCreate("/ip_policy_rules", map[string]any{"ip_policy_id": pol, "cidr": "::1/128", "action": "deny"})
 	w.mustCreate("/ip_policy_rules", map[string]any{"ip_policy_id": pol, "cidr": "::/0", "action": "allow"})
-	eventually(t, time.Second, "a v6 deny beats a v6 allow", func() bool { return status() == 403 })
+	// The route answers 403 before the new rules reach the plan as well: a route created after
+	// them, without ip_restriction, answers once the plan holds both rules.
+	w.mustCreate("/edges/https/"+edge+"/routes", map[string]any{"match_type": "exact_path", "match": "/marker", "backend": map[string]any{"backend_id": marker}})
+	eventually(t, time.Second, "the v6 rules are in the plan", func() bool {
+		resp, err := c.Get("https://six.example.com/marker")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && string(b) == "marker"
+	})
+	if st := status(); st != 403 {
+		t.Fatalf("a v6 deny beats a v6 allow: %d, want 403", st)
+	}
 	w.call("DELETE", "/ip_policy_rules/"+v6deny, nil, nil)
 	eventually(t, time.Second, "a v6 allow admits the v6 client", func() bool { return status() == 200 })
 	w.call("DELETE", "/ip_policy_rules/"+v4, nil, nil)
