@@ -81,9 +81,9 @@ type Gateway struct {
 	// touched is set once this replica has refreshed its row (owned by the refresh loop): the
 	// first refresh also forgets sessions of replicas without a row.
 	touched bool
-	// echoHandover is the package's echoHandover, set once by New (tests shorten it before
-	// Serve).
-	echoHandover time.Duration
+	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
+	// before Serve).
+	echoHandover, streamTypeTimeout time.Duration
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -97,7 +97,7 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
 		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
-		echoHandover: echoHandover}
+		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -23,7 +23,10 @@ type session struct {
 	gw   *Gateway
 	conn *tls.Conn
 	mux  muxado.TypedStreamSession
-	id   string
+	// raw is the session under mux: streams are accepted from it and their type read with a
+	// deadline (acceptTyped), and opened through mux.
+	raw muxado.Session
+	id  string
 	// conn names this connection in the session row (store.AgentSessionRow.Conn).
 	connID  string
 	remote  netip.AddrPort
@@ -67,7 +70,7 @@ func (s *session) run() {
 	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
 	s.guard = newPreAuthGuard()
 	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: s.guard.framer})
-	s.mux = muxado.NewTypedStreamSession(mux)
+	s.raw, s.mux = mux, muxado.NewTypedStreamSession(mux)
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
 			s.close()
@@ -76,10 +79,13 @@ func (s *session) run() {
 	defer authTimer.Stop()
 	authed := false
 	for {
-		st, err := s.mux.AcceptTypedStream()
+		st, err := s.acceptTyped()
 		if err != nil {
 			if g := s.guard.tripped.Load(); g != nil {
 				s.gw.log.Warn("agent session ended: stream limits", "session", s.id, "remote", s.remote.String(), "reason", g.msg)
+			}
+			if errors.Is(err, errNoStreamType) {
+				s.gw.log.Warn("agent session ended: protocol", "session", s.id, "remote", s.remote.String(), "reason", err.Error())
 			}
 			s.gw.log.Debug("agent session: accept ended", "session", s.id, "err", err)
 			return

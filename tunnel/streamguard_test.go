@@ -328,3 +328,19 @@ func TestStreamGuardAtTheLimits(t *testing.T) {
 		t.Errorf("heap grew by %d KiB, more than %d KiB", grew>>10, limit>>10)
 	}
 }
+
+// TestStreamWithoutTypeEndsSession: an authenticated agent that opens a stream and never sends
+// its 4-byte type no longer holds the session's accept loop (and every later request of its)
+// for as long as it likes: the session ends once the gateway's stream type timeout passes, long
+// before the agent's heartbeat window (5 minutes here) would.
+func TestStreamWithoutTypeEndsSession(t *testing.T) {
+	g := startGateway(t, func(g *Gateway) { g.streamTypeTimeout = 300 * time.Millisecond })
+	a := dialRaw(t, g)
+	a.auth(g.token)
+	if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn, 5, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := a.waitEnded(); !ok {
+		t.Fatal("the session is still open 30 s after a stream that sent no type")
+	}
+}
