@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
 // densePolicy is a traffic policy of about 64 KiB, distinct per seed, of on_tcp_connect rules of
@@ -65,6 +66,7 @@ func TestHostilePlanRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills an account with some 32 MB of objects")
 	}
+	testproc.SkipUnderRace(t, "the peak RSS")
 	t.Parallel()
 	p, api, publicHTTP := startHostile(t, 16)
 	pid := p.Cmd.Process.Pid

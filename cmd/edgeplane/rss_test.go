@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
 // maxRSS is the performance issue's memory target, which issue 24 requires under hostile
@@ -136,6 +138,7 @@ func TestHostileAccountRSS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills an account with some 60 MB of objects")
 	}
+	testproc.SkipUnderRace(t, "the peak RSS")
 	t.Parallel()
 	p, api, publicHTTP := startHostile(t, 64)
 	pid := p.Cmd.Process.Pid

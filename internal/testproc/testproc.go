@@ -34,6 +34,15 @@ const TokenSentence = "will not be shown again"
 // in-package -race runs cannot reach, and a test whose server reported a race fails.
 const RaceEnv = "EDGEPLANE_TEST_RACE"
 
+// SkipUnderRace skips a test whose measure the race detector distorts (it multiplies a
+// process's memory and slows it several times), when the binary is race-built (RaceEnv).
+func SkipUnderRace(t testing.TB, measure string) {
+	t.Helper()
+	if os.Getenv(RaceEnv) != "" {
+		t.Skipf("%s is measured on the plain build; %s builds serve with -race, which multiplies its memory", measure, RaceEnv)
+	}
+}
+
 // raceReport is how the race detector starts each report it writes on stderr.
 const raceReport = "WARNING: DATA RACE"
 
