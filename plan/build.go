@@ -167,9 +167,14 @@ func Build(s *Snapshot, final http.Handler) *Account {
 		}
 	}
 	s.refusedPolicies = refusedPolicies(s)
-	b := &builder{s: s, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{}}
+	// Sized up front: an account of 100,000 routes otherwise grows these maps and slices step by
+	// step on every rebuild, garbage the collector then has to chase (BenchmarkBuild).
+	b := &builder{s: s, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{},
+		backends: make(map[backendAt]*Backend, len(s.Backends))}
+	a.HTTPS = make([]*HTTPSEdge, 0, len(s.HTTPSEdges))
 	for _, e := range s.HTTPSEdges {
-		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS)}
+		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS),
+			Routes: make([]*Route, 0, len(e.Routes))}
 		for _, r := range e.Routes {
 			pe.Routes = append(pe.Routes, b.route(r))
 		}
