@@ -155,6 +155,7 @@ func (s *Store) snapshotObjects(ctx context.Context, account string, res *ep.Res
 		if err != nil {
 			return nil, s.classify(err)
 		}
+		rows = make([]snapRow, 0, len(old)) // sized: a large account's listing grew it step by step
 		for q.Next() {
 			var r snapRow
 			if err := q.Scan(&r.id, &r.version); err != nil {
