@@ -213,8 +213,16 @@ func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account,
 	if err != nil {
 		return nil, err
 	}
-	s := &plan.Snapshot{Account: account, Backends: map[string]ep.Document{}, CAs: map[string]*ep.CertificateAuthority{}, Env: p.env}
-	routes := map[string][]*ep.HTTPSEdgeRoute{}
+	backendKinds := []*ep.Resource{ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends, ep.FailoverBackends, ep.WeightedBackends}
+	nBackends := 0
+	for _, res := range backendKinds {
+		nBackends += len(docs.ByKind[res])
+	}
+	// Sized up front, as plan.Build's are: a large account's rebuild otherwise grows them step
+	// by step.
+	s := &plan.Snapshot{Account: account, Backends: make(map[string]ep.Document, nBackends),
+		CAs: map[string]*ep.CertificateAuthority{}, Env: p.env, HTTPSEdges: make([]*ep.HTTPSEdge, 0, len(docs.ByKind[ep.HTTPSEdges]))}
+	routes := make(map[string][]*ep.HTTPSEdgeRoute, len(docs.ByKind[ep.HTTPSEdges]))
 	s.SAMLKeys = map[string]string{}
 	for _, d := range docs.ByKind[ep.HTTPSEdgeRoutes] {
 		r := d.(*ep.HTTPSEdgeRoute)
@@ -234,7 +242,7 @@ func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account,
 	for _, d := range docs.ByKind[ep.TCPEdges] {
 		s.TCPEdges = append(s.TCPEdges, d.(*ep.TCPEdge))
 	}
-	for _, res := range []*ep.Resource{ep.TunnelGroupBackends, ep.StaticBackends, ep.HTTPResponseBackends, ep.FailoverBackends, ep.WeightedBackends} {
+	for _, res := range backendKinds {
 		for _, d := range docs.ByKind[res] {
 			s.Backends[d.Base().ID] = d
 		}
