@@ -2,123 +2,27 @@ package enforce
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/oauthtest"
 )
 
-// testGitHubUser is who is signed in at the GitHub-shaped provider.
-type testGitHubUser struct {
-	ID            int
-	Login, Email  string
-	Orgs          []string
-	Teams         []string // "org/team"
-	UnverifiedPri bool
+// newTestGitHub starts a GitHub-shaped provider knowing the gh-client application, with octo
+// signed in; its token endpoint answers form-encoded.
+func newTestGitHub(t *testing.T) *oauthtest.GitHub {
+	return oauthtest.NewGitHub(t, oauthtest.Options{Clients: map[string]string{"gh-client": "gh-secret"}, FormEncoded: true,
+		User: oauthtest.User{ID: 42, Login: "octo", Email: "octo@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/ops"}}})
 }
 
-// testGitHub is a GitHub-shaped OAuth provider served by the test (the GitHub Enterprise layout:
-// /login/oauth/… and /api/v3/…), reached through the endpoint override.
-type testGitHub struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	user   testGitHubUser
-	codes  map[string]string // code -> PKCE challenge
-	tokens map[string]testGitHubUser
-	calls  int
-}
-
-func newTestGitHub(t *testing.T) *testGitHub {
-	g := &testGitHub{codes: map[string]string{}, tokens: map[string]testGitHubUser{},
-		user: testGitHubUser{ID: 42, Login: "octo", Email: "octo@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/ops"}}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/login/oauth/authorize", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if q.Get("client_id") != "gh-client" || q.Get("code_challenge_method") != "S256" {
-			http.Error(w, "bad request", 400)
-			return
-		}
-		code := RandomToken()
-		g.mu.Lock()
-		g.codes[code] = q.Get("code_challenge")
-		g.mu.Unlock()
-		http.Redirect(w, r, q.Get("redirect_uri")+"?code="+code+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
-	})
-	mux.HandleFunc("/login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		id, secret, ok := r.BasicAuth()
-		if !ok {
-			id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		ch, ok := g.codes[r.PostForm.Get("code")]
-		delete(g.codes, r.PostForm.Get("code"))
-		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
-		w.Header().Set("Content-Type", "application/x-www-form-urlencoded")
-		if id != "gh-client" || secret != "gh-secret" || !ok || base64.RawURLEncoding.EncodeToString(sum[:]) != ch {
-			_, _ = w.Write([]byte("error=bad_verification_code"))
-			return
-		}
-		tok := RandomToken()
-		g.tokens[tok] = g.user
-		_, _ = w.Write([]byte("access_token=" + tok + "&token_type=bearer&scope=read%3Auser"))
-	})
-	api := func(path string, f func(u testGitHubUser) any) {
-		mux.HandleFunc("/api/v3"+path, func(w http.ResponseWriter, r *http.Request) {
-			g.mu.Lock()
-			g.calls++
-			u, ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-			g.mu.Unlock()
-			if !ok {
-				http.Error(w, `{"message":"Bad credentials"}`, 401)
-				return
-			}
-			_ = json.NewEncoder(w).Encode(f(u))
-		})
-	}
-	api("/user", func(u testGitHubUser) any {
-		return map[string]any{"id": u.ID, "login": u.Login, "name": nil, "email": nil}
-	})
-	api("/user/emails", func(u testGitHubUser) any {
-		return []map[string]any{{"email": "other@elsewhere.com", "primary": false, "verified": true},
-			{"email": u.Email, "primary": true, "verified": !u.UnverifiedPri}}
-	})
-	api("/user/orgs", func(u testGitHubUser) any {
-		var out []map[string]any
-		for _, o := range u.Orgs {
-			out = append(out, map[string]any{"login": o})
-		}
-		return out
-	})
-	api("/user/teams", func(u testGitHubUser) any {
-		var out []map[string]any
-		for _, t := range u.Teams {
-			org, slug, _ := strings.Cut(t, "/")
-			out = append(out, map[string]any{"slug": slug, "organization": map[string]any{"login": org}})
-		}
-		return out
-	})
-	g.srv = httptest.NewTLSServer(mux)
-	t.Cleanup(g.srv.Close)
-	return g
-}
-
-func (g *testGitHub) setUser(u testGitHubUser) { g.mu.Lock(); g.user = u; g.mu.Unlock() }
-
-func (g *testGitHub) revokeAll() { g.mu.Lock(); g.tokens = map[string]testGitHubUser{}; g.mu.Unlock() }
-
-func githubEdge(t *testing.T, g *testGitHub, clock *testClock, mut func(*OAuthConfig)) *httptest.Server {
+func githubEdge(t *testing.T, g *oauthtest.GitHub, clock *testClock, mut func(*OAuthConfig)) *httptest.Server {
 	t.Helper()
-	cfg := OAuthConfig{Provider: "github", App: OAuthApp{"gh-client", "gh-secret"}, Client: g.srv.Client(),
-		Endpoints: &OAuthEndpoints{g.srv.URL + "/login/oauth/authorize", g.srv.URL + "/login/oauth/access_token", g.srv.URL + "/api/v3/user"},
+	cfg := OAuthConfig{Provider: "github", App: OAuthApp{"gh-client", "gh-secret"}, Client: g.Server.Client(),
+		Endpoints: &OAuthEndpoints{g.AuthorizeURL(), g.TokenURL(), g.UserURL()},
 		Session:   SessionConfig{Key: testKey, CookiePrefix: "gh.", Now: clock.Now}}
 	if mut != nil {
 		mut(&cfg)
@@ -150,7 +54,7 @@ func TestOAuthGitHubSignIn(t *testing.T) {
 	}
 	noFollow := &http.Client{Jar: b.Jar, Transport: b.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, _ = get(t, noFollow, edge.URL+"/")
-	if resp.StatusCode != 302 || !strings.HasPrefix(resp.Header.Get("Location"), g.srv.URL+"/login/oauth/authorize?") {
+	if resp.StatusCode != 302 || !strings.HasPrefix(resp.Header.Get("Location"), g.AuthorizeURL()+"?") {
 		t.Fatalf("after logout: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	if q, _ := url.ParseQuery(strings.SplitN(resp.Header.Get("Location"), "?", 2)[1]); q.Get("scope") != "read:user user:email" ||
@@ -168,22 +72,22 @@ func TestOAuthGitHubAuthorization(t *testing.T) {
 		c.EmailAddresses = []string{"boss@corp.com"}
 		c.EmailDomains = []string{"example.com"}
 	})
-	try := func(edge *httptest.Server, u testGitHubUser) *http.Response {
-		g.setUser(u)
+	try := func(edge *httptest.Server, u oauthtest.User) *http.Response {
+		g.SetUser(u)
 		resp, _ := get(t, browser(t, edge), edge.URL+"/")
 		return resp
 	}
-	octo := testGitHubUser{ID: 1, Login: "octo", Email: "octo@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/ops"}}
+	octo := oauthtest.User{ID: 1, Login: "octo", Email: "octo@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/ops"}}
 	for name, edge := range map[string]*httptest.Server{"orgs": orgs, "teams": teams, "emails": emails} {
 		if resp := try(edge, octo); resp.StatusCode != 200 {
 			t.Errorf("%s: allowed user refused: %d", name, resp.StatusCode)
 		}
 	}
-	wantCode(t, try(orgs, testGitHubUser{ID: 2, Login: "x", Email: "x@example.com", Orgs: []string{"other"}}), 403, "ERR_NGROK_3129")
-	wantCode(t, try(teams, testGitHubUser{ID: 3, Login: "y", Email: "y@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/dev", "other/ops"}}), 403, "ERR_NGROK_3129")
-	wantCode(t, try(emails, testGitHubUser{ID: 4, Login: "z", Email: "z@evil.com"}), 403, "ERR_NGROK_3129")
-	wantCode(t, try(emails, testGitHubUser{ID: 5, Login: "w", Email: "w@example.com", UnverifiedPri: true}), 403, "ERR_NGROK_3129")
-	if resp := try(emails, testGitHubUser{ID: 6, Login: "boss", Email: "boss@corp.com"}); resp.StatusCode != 200 {
+	wantCode(t, try(orgs, oauthtest.User{ID: 2, Login: "x", Email: "x@example.com", Orgs: []string{"other"}}), 403, "ERR_NGROK_3129")
+	wantCode(t, try(teams, oauthtest.User{ID: 3, Login: "y", Email: "y@example.com", Orgs: []string{"acme"}, Teams: []string{"acme/dev", "other/ops"}}), 403, "ERR_NGROK_3129")
+	wantCode(t, try(emails, oauthtest.User{ID: 4, Login: "z", Email: "z@evil.com"}), 403, "ERR_NGROK_3129")
+	wantCode(t, try(emails, oauthtest.User{ID: 5, Login: "w", Email: "w@example.com", UnverifiedPrimary: true}), 403, "ERR_NGROK_3129")
+	if resp := try(emails, oauthtest.User{ID: 6, Login: "boss", Email: "boss@corp.com"}); resp.StatusCode != 200 {
 		t.Errorf("listed address refused: %d", resp.StatusCode)
 	}
 }
@@ -201,23 +105,18 @@ func TestOAuthRecheck(t *testing.T) {
 	}
 	// The user leaves the organization: within the interval nothing is asked; after it, the
 	// re-check sees it and refuses.
-	g.mu.Lock()
-	for k, u := range g.tokens {
-		u.Orgs = nil
-		g.tokens[k] = u
-	}
-	calls := g.calls
-	g.mu.Unlock()
-	if resp, _ := get(t, b, edge.URL+"/"); resp.StatusCode != 200 || g.calls != calls {
-		t.Fatalf("within the interval: %d, %d calls", resp.StatusCode, g.calls-calls)
+	g.ChangeSignedIn(func(u *oauthtest.User) { u.Orgs = nil })
+	calls := g.Calls()
+	if resp, _ := get(t, b, edge.URL+"/"); resp.StatusCode != 200 || g.Calls() != calls {
+		t.Fatalf("within the interval: %d, %d calls", resp.StatusCode, g.Calls()-calls)
 	}
 	clock.Add(2 * time.Minute)
 	resp, _ := get(t, b, edge.URL+"/")
 	wantCode(t, resp, 403, "ERR_NGROK_3129")
 	// A revoked token ends the session: the browser signs in again.
-	g.revokeAll()
+	g.RevokeAll()
 	clock.Add(2 * time.Minute)
-	g.setUser(testGitHubUser{ID: 9, Login: "new", Email: "new@example.com", Orgs: []string{"acme"}})
+	g.SetUser(oauthtest.User{ID: 9, Login: "new", Email: "new@example.com", Orgs: []string{"acme"}})
 	if resp, _ := get(t, b, edge.URL+"/"); resp.StatusCode != 200 || resp.Header.Get("X-Got-Id") != "9" {
 		t.Fatalf("after revocation: %d %v", resp.StatusCode, resp.Header)
 	}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/oauthtest"
 	"github.com/edgeplane/edgeplane/pki"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -254,91 +255,20 @@ func TestSignInOIDCBind(t *testing.T) {
 	}
 }
 
-// gitHubProvider is a GitHub-shaped OAuth provider the test serves over TLS with a certificate
-// only --outbound-ca trusts, in GitHub Enterprise's layout (/login/oauth/… and /api/v3/…, given
-// to edgeplane with --oauth-endpoints): its authorize endpoint signs octo@example.com in at once,
-// its token endpoint checks the client, the PKCE verifier and the redirect URI.
-type gitHubProvider struct {
-	url     string
-	clients map[string]string // client id -> secret
-	mu      sync.Mutex
-	codes   map[string][2]string // code -> challenge, redirect_uri
-	tokens  map[string]bool
-	asked   []string // "client_id scope" of each authorization request
-}
-
-func newGitHubProvider(t *testing.T, ca *pki.CA, clients map[string]string) *gitHubProvider {
-	g := &gitHubProvider{clients: clients, codes: map[string][2]string{}, tokens: map[string]bool{}}
+// newGitHubProvider starts a GitHub-shaped provider over TLS with a certificate only
+// --outbound-ca trusts, knowing clients (client id -> secret), with octo@example.com signed in.
+func newGitHubProvider(t *testing.T, ca *pki.CA, clients map[string]string) *oauthtest.GitHub {
 	cert, err := ca.Issue("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	g.url = "https://" + ln.Addr().String()
-	random := func() string {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		return fmt.Sprintf("%x", b)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/login/oauth/authorize", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if _, ok := g.clients[q.Get("client_id")]; !ok || q.Get("code_challenge_method") != "S256" {
-			http.Error(w, "unknown client", 400)
-			return
-		}
-		code := random()
-		g.mu.Lock()
-		g.codes[code] = [2]string{q.Get("code_challenge"), q.Get("redirect_uri")}
-		g.asked = append(g.asked, q.Get("client_id")+" "+q.Get("scope"))
-		g.mu.Unlock()
-		http.Redirect(w, r, q.Get("redirect_uri")+"?code="+code+"&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
-	})
-	mux.HandleFunc("/login/oauth/access_token", func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		id, secret, ok := r.BasicAuth()
-		if !ok {
-			id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-		}
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		c, ok := g.codes[r.PostForm.Get("code")]
-		delete(g.codes, r.PostForm.Get("code"))
-		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
-		w.Header().Set("Content-Type", "application/json")
-		if want, known := g.clients[id]; !ok || !known || secret != want || base64.RawURLEncoding.EncodeToString(sum[:]) != c[0] ||
-			r.PostForm.Get("redirect_uri") != c[1] {
-			_, _ = w.Write([]byte(`{"error":"bad_verification_code"}`))
-			return
-		}
-		tok := random()
-		g.tokens[tok] = true
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "bearer", "scope": "read:user"})
-	})
-	api := func(path string, v any) {
-		mux.HandleFunc("/api/v3"+path, func(w http.ResponseWriter, r *http.Request) {
-			g.mu.Lock()
-			ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-			g.mu.Unlock()
-			if !ok {
-				http.Error(w, `{"message":"Bad credentials"}`, 401)
-				return
-			}
-			_ = json.NewEncoder(w).Encode(v)
-		})
-	}
-	api("/user", map[string]any{"id": 42, "login": "octo", "name": "Octo Cat", "email": nil})
-	api("/user/emails", []map[string]any{{"email": "old@elsewhere.org", "primary": false, "verified": true},
-		{"email": "octo@example.com", "primary": true, "verified": true}})
-	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{*cert}}}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { srv.Close() })
-	return g
+	return oauthtest.NewGitHub(t, oauthtest.Options{Clients: clients, Certificate: cert,
+		User: oauthtest.User{ID: 42, Login: "octo", Name: "Octo Cat", Email: "octo@example.com"}})
 }
 
-// endpoints is the --oauth-endpoints value pointing GitHub at the provider.
-func (g *gitHubProvider) endpoints() string {
-	return "github=" + g.url + "/login/oauth/authorize," + g.url + "/login/oauth/access_token," + g.url + "/api/v3/user"
+// oauthEndpoints is the --oauth-endpoints value pointing GitHub at g.
+func oauthEndpoints(g *oauthtest.GitHub) string {
+	return "github=" + g.AuthorizeURL() + "," + g.TokenURL() + "," + g.UserURL()
 }
 
 // TestSignInOAuthBind: an agent endpoint bound with ngrok-go's WithOAuth("github") gets the
@@ -359,8 +289,8 @@ func TestSignInOAuthBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret", "own-client": "own-secret"})
-	managed := start(t, "--outbound-ca", caFile, "--oauth-endpoints", g.endpoints(), "--oauth-app", "github=managed-client:managed-secret")
-	own := start(t, "--outbound-ca", caFile, "--oauth-endpoints", g.endpoints())
+	managed := start(t, "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
+	own := start(t, "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g))
 
 	hosts := map[string]string{} // public name -> the https listener serving it
 	bind := func(w *world, host string, opts ...config.OAuthOption) error {
@@ -428,9 +358,7 @@ func TestSignInOAuthBind(t *testing.T) {
 	}
 	// The managed binds signed in with the managed application and its default scopes; the bind
 	// with its own client, with that client and the scope it asked for.
-	g.mu.Lock()
-	asked := g.asked
-	g.mu.Unlock()
+	asked := g.Asked()
 	var managedN, ownN int
 	for _, a := range asked {
 		switch a {
