@@ -21,19 +21,9 @@ func newTestGitHub(t *testing.T) *oauthtest.GitHub {
 
 func githubEdge(t *testing.T, g *oauthtest.GitHub, clock *testClock, mut func(*OAuthConfig)) *httptest.Server {
 	t.Helper()
-	cfg := OAuthConfig{Provider: "github", App: OAuthApp{"gh-client", "gh-secret"}, Client: g.Server.Client(),
+	return signInEdge(t, OAuthConfig{Provider: "github", App: OAuthApp{"gh-client", "gh-secret"}, Client: g.Server.Client(),
 		Endpoints: &OAuthEndpoints{g.AuthorizeURL(), g.TokenURL(), g.UserURL()},
-		Session:   SessionConfig{Key: testKey, CookiePrefix: "gh.", Now: clock.Now}}
-	if mut != nil {
-		mut(&cfg)
-	}
-	st, err := NewOAuth(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge := httptest.NewTLSServer(st.Wrap(upstreamEcho()))
-	t.Cleanup(edge.Close)
-	return edge
+		Session:   SessionConfig{Key: testKey, CookiePrefix: "gh.", Now: clock.Now}}, mut, NewOAuth)
 }
 
 func TestOAuthGitHubSignIn(t *testing.T) {
@@ -52,8 +42,7 @@ func TestOAuthGitHubSignIn(t *testing.T) {
 	if resp, _ := get(t, b, edge.URL+"/ngrok/logout"); resp.StatusCode != 200 {
 		t.Fatalf("logout %d", resp.StatusCode)
 	}
-	noFollow := &http.Client{Jar: b.Jar, Transport: b.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, _ = get(t, noFollow, edge.URL+"/")
+	resp, _ = get(t, noFollow(b), edge.URL+"/")
 	if resp.StatusCode != 302 || !strings.HasPrefix(resp.Header.Get("Location"), g.AuthorizeURL()+"?") {
 		t.Fatalf("after logout: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}

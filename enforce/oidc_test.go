@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -190,59 +188,11 @@ func (p *testOIDC) sign(u testUser, nonce string) string {
 	return raw
 }
 
-// upstreamEcho answers with the identity headers it received.
-func upstreamEcho() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Got-Email", r.Header.Get("ngrok-auth-user-email"))
-		w.Header().Set("X-Got-Id", r.Header.Get("ngrok-auth-user-id"))
-		w.Header().Set("X-Got-Name", r.Header.Get("ngrok-auth-user-name"))
-		_, _ = io.WriteString(w, "upstream "+r.URL.RequestURI())
-	})
-}
-
-// browser is a client with a cookie jar that follows redirects and trusts the test servers.
-func browser(t *testing.T, srv *httptest.Server) *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Transport: srv.Client().Transport, Timeout: 30 * time.Second}
-}
-
-func get(t *testing.T, c *http.Client, u string, hdr ...string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", u, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", u, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
-func wantCode(t *testing.T, resp *http.Response, status int, code string) {
-	t.Helper()
-	if resp.StatusCode != status || resp.Header.Get("ngrok-error-code") != code {
-		t.Fatalf("got %d %q, want %d %q", resp.StatusCode, resp.Header.Get("ngrok-error-code"), status, code)
-	}
-}
-
 // oidcEdge serves the oidc stage in front of an echoing upstream.
 func oidcEdge(t *testing.T, p *testOIDC, clock *testClock, mut func(*OIDCConfig)) *httptest.Server {
 	t.Helper()
-	cfg := OIDCConfig{Issuer: p.srv.URL, ClientID: p.client, ClientSecret: p.secret, Scopes: []string{"email", "profile"},
-		Client: p.srv.Client(), Session: SessionConfig{Key: testKey, CookiePrefix: "ngrok.", Now: clock.Now}}
-	if mut != nil {
-		mut(&cfg)
-	}
-	st, err := NewOIDC(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edge := httptest.NewTLSServer(st.Wrap(upstreamEcho()))
-	t.Cleanup(edge.Close)
-	return edge
+	return signInEdge(t, OIDCConfig{Issuer: p.srv.URL, ClientID: p.client, ClientSecret: p.secret, Scopes: []string{"email", "profile"},
+		Client: p.srv.Client(), Session: SessionConfig{Key: testKey, CookiePrefix: "ngrok.", Now: clock.Now}}, mut, NewOIDC)
 }
 
 func TestOIDCSignIn(t *testing.T) {
@@ -330,9 +280,8 @@ func TestOIDCTamperedAndExpired(t *testing.T) {
 		t.Fatalf("sign-in: %d", resp.StatusCode)
 	}
 	// A browser without redirects sees whether it is sent to sign in.
-	noFollow := &http.Client{Jar: b.Jar, Transport: b.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	signsIn := func() bool {
-		resp, _ := get(t, noFollow, edge.URL+"/")
+		resp, _ := get(t, noFollow(b), edge.URL+"/")
 		if resp.StatusCode == 302 {
 			return strings.HasPrefix(resp.Header.Get("Location"), p.srv.URL+"/authorize?")
 		}
@@ -451,12 +400,10 @@ func TestOIDCErrors(t *testing.T) {
 	wantCode(t, resp, 401, "ERR_NGROK_5204")
 	p.expired = false
 	// The provider says no.
-	noFollow := &http.Client{Jar: nil, Transport: edge.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	jar, _ := cookiejar.New(nil)
-	noFollow.Jar = jar
-	resp, _ = get(t, noFollow, edge.URL+"/")
+	nf := noFollow(browser(t, edge))
+	resp, _ = get(t, nf, edge.URL+"/")
 	loc, _ := url.Parse(resp.Header.Get("Location"))
-	resp, _ = get(t, noFollow, edge.URL+"/ngrok/oauth2/callback?error=access_denied&state="+url.QueryEscape(loc.Query().Get("state")))
+	resp, _ = get(t, nf, edge.URL+"/ngrok/oauth2/callback?error=access_denied&state="+url.QueryEscape(loc.Query().Get("state")))
 	wantCode(t, resp, 403, "ERR_NGROK_5211")
 	// An unreachable issuer.
 	dead := httptest.NewTLSServer(http.NotFoundHandler())
@@ -493,8 +440,7 @@ func TestOIDCOptionsPassthrough(t *testing.T) {
 		req.Header.Set("Origin", "https://app.example")
 		req.Header.Set("Access-Control-Request-Method", "POST")
 		req.Header.Set("ngrok-auth-user-email", "spoof@example.com")
-		c := &http.Client{Transport: on.Client().Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := c.Do(req)
+		resp, err := noFollow(&http.Client{Transport: on.Client().Transport}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
