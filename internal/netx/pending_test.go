@@ -84,6 +84,9 @@ func TestSlowlorisGivesWay(t *testing.T) {
 			t.Fatalf("newcomer %d: the oldest slow connection (%d) is still open", i, i)
 		}
 	}
+	// A client reads its answer before the server marks its connection idle (ConnState runs
+	// after the response is written): wait for the last newcomer's turn, then check.
+	waitFor(t, "every newcomer idle", func() bool { return l.Stats().Idle == max })
 	st := l.Stats()
 	if answered != max || st.Evicted != max || st.Open != max || st.Pending != 0 || st.Idle != max {
 		t.Fatalf("%d of %d newcomers answered; stats %+v (want %d evicted, %d open and idle, 0 pending)",
@@ -142,6 +145,9 @@ func TestUntrustedGoFirst(t *testing.T) {
 	if st := request(anon, anr, "/"); st != "200 OK" {
 		t.Fatalf("anonymous: %q", st)
 	}
+	// The client reads its answer before the server marks the connection idle: wait for both
+	// to be idle, so the anonymous one is unproductive longer than the slow one opened next.
+	waitFor(t, "two idle connections", func() bool { return l.Stats().Idle == 2 })
 	slow, slr := slowloris(t, addr, "GET /")
 	waitFor(t, "three connections", func() bool { st := l.Stats(); return st.Idle == 2 && st.Pending == 1 })
 	// Two newcomers that log in: the untrusted connections make room, the idle one first.
