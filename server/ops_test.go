@@ -10,6 +10,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/testdb"
+	"github.com/edgeplane/edgeplane/internal/testproc"
 	"github.com/edgeplane/edgeplane/server"
 )
 
@@ -33,17 +34,11 @@ func scrape(t *testing.T, e *env) string {
 // metricValue is the value of an unlabelled series in an exposition.
 func metricValue(t *testing.T, exposition, name string) float64 {
 	t.Helper()
-	for line := range strings.Lines(exposition) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			return f
-		}
+	v, ok := testproc.SeriesValue(t, exposition, name)
+	if !ok {
+		t.Fatalf("no series %s", name)
 	}
-	t.Fatalf("no series %s", name)
-	return 0
+	return v
 }
 
 func TestMetrics(t *testing.T) {

@@ -4,10 +4,11 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
 // TestConnectionMetricsDataPlaneOff: with the data plane off, /metrics reports the API
@@ -29,17 +30,11 @@ func TestConnectionMetricsDataPlaneOff(t *testing.T) {
 	}
 	value := func(text, series string) float64 {
 		t.Helper()
-		for line := range strings.Lines(text) {
-			if v, ok := strings.CutPrefix(line, series+" "); ok {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return f
-			}
+		v, ok := testproc.SeriesValue(t, text, series)
+		if !ok {
+			t.Fatalf("no series %s in:\n%s", series, text)
 		}
-		t.Fatalf("no series %s in:\n%s", series, text)
-		return 0
+		return v
 	}
 	held, err := net.Dial("tcp", p.Addr) // the address's one connection, idle
 	if err != nil {

@@ -3,11 +3,11 @@ package agents
 import (
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/testproc"
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -121,16 +121,7 @@ func (w *world) metrics() exposition {
 // writes them, sorted by label name).
 func (e exposition) lookup(series string) (float64, bool) {
 	e.t.Helper()
-	for line := range strings.Lines(e.text) {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				e.t.Fatalf("%s: %v", line, err)
-			}
-			return f, true
-		}
-	}
-	return 0, false
+	return testproc.SeriesValue(e.t, e.text, series)
 }
 
 // value is the series' value; the test fails when the series is absent.
