@@ -332,7 +332,7 @@ func TestStreamGuardAtTheLimits(t *testing.T) {
 // TestStreamWithoutTypeEndsSession: an authenticated agent that opens a stream and never sends
 // its 4-byte type no longer holds the session's accept loop (and every later request of its)
 // for as long as it likes: the session ends once the gateway's stream type timeout passes, long
-// before the agent's heartbeat window (5 minutes here) would.
+// before the agent's heartbeat window (5 minutes here) would; and a type cut short ends it too.
 func TestStreamWithoutTypeEndsSession(t *testing.T) {
 	g := startGateway(t, func(g *Gateway) { g.streamTypeTimeout = 300 * time.Millisecond })
 	a := dialRaw(t, g)
@@ -342,5 +342,17 @@ func TestStreamWithoutTypeEndsSession(t *testing.T) {
 	}
 	if _, _, ok := a.waitEnded(); !ok {
 		t.Fatal("the session is still open 30 s after a stream that sent no type")
+	}
+
+	// A type cut short (2 of its 4 bytes, then the stream's end) ends the session at once, long
+	// before the timeout (a minute here), instead of being read as a type.
+	g = startGateway(t, func(g *Gateway) { g.streamTypeTimeout = time.Minute })
+	a = dialRaw(t, g)
+	a.auth(g.token)
+	if err := a.send(rawFrame(frame.TypeData, frame.FlagDataSyn|frame.FlagDataFin, 5, []byte{0, 0})); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := a.waitEnded(); !ok {
+		t.Fatal("the session is still open 30 s after a stream whose type was cut short")
 	}
 }
