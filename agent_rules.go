@@ -9,7 +9,7 @@ import (
 // data plane cannot drift apart.
 
 // Agent protocol error codes (ERR_NGROK_<n>) that the agent gateway answers with; the texts of
-// ngrok's error list are reproduced in the messages. See shared/spec/agent-protocol.md §7.
+// ngrok's error list are reproduced in the messages.
 const (
 	AgentCodeBadVersion      = 121  // the agent offered no protocol version edgeplane speaks
 	AgentCodeBadToken        = 105  // the authtoken does not have the shape of a token

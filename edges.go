@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Edge and route error codes (DESIGN.md section 6, and docs/decisions.md for the exact meanings
+// Edge and route error codes (docs/decisions.md gives the exact meanings
 // edgeplane gives the 71xx hostport family).
 const (
 	CodeBadHostport        = 7104 // not host:port

@@ -10,7 +10,7 @@ import (
 // and Build, and a response shape stored in the parent document. Request shapes refer to other
 // objects by id; response shapes by Ref.
 
-// Module error codes (DESIGN.md section 6).
+// Module error codes.
 const (
 	CodeUnsupportedTLSVersion = 219
 	CodeBadTerminateAt        = 224
@@ -121,7 +121,7 @@ func (m *EndpointMutualTLSMutate) Build(op *Op) (any, error) {
 
 // --- tls_termination ---------------------------------------------------------------------------
 
-// TLS termination values (DESIGN.md section 7).
+// TLS termination values.
 var tlsVersions = []string{"1.0", "1.1", "1.2", "1.3"}
 
 const (
@@ -203,7 +203,7 @@ func (m *EndpointTLSTerminationAtEdge) Build(*Op) (any, error) {
 
 // --- circuit_breaker ---------------------------------------------------------------------------
 
-// Circuit breaker defaults for values left 0 (DESIGN.md section 7).
+// Circuit breaker defaults for values left 0.
 const (
 	defaultTrippedDuration = 10
 	defaultRollingWindow   = 10
@@ -379,7 +379,7 @@ func validHeaderValue(s string) bool {
 
 // --- webhook_verification ----------------------------------------------------------------------
 
-// WebhookProviders are the providers webhook verification knows (DESIGN.md section 7).
+// WebhookProviders are the providers webhook verification knows.
 var WebhookProviders = strings.Fields(`aftership airship alchemy autodesk bitbucket bolt box brex
 	buildkite calendly castle chargify circleci clearbit clerk coinbase contentful docusign dropbox
 	facebook_graph_api facebook_messenger frameio github gitlab go1 graphcms heroku hostedhooks

@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Limits on what one object may hold (issue 24, item 2). Without them one account could make a
+// Limits on what one object may hold. Without them one account could make a
 // single object, and so a single response or cache entry, as large as it liked: an HTTPS edge
 // embeds all its routes, and 150 routes of a megabyte each made one GET answer 149 MB. Each limit
 // is checked by the Validate method or create rule of what it bounds, and refused with 400

@@ -16,7 +16,7 @@ const ClaimDomain = "domain"
 // DomainRegions are the values the deprecated region field of a reserved domain accepts.
 var DomainRegions = []string{"au", "eu", "ap", "us", "jp", "in", "sa"}
 
-// Certificate management values (DESIGN.md section 7).
+// Certificate management values.
 const (
 	CertAuthorityLetsEncrypt = "letsencrypt"
 	certKeyRSA               = "rsa"

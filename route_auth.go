@@ -59,8 +59,8 @@ func (r *HTTPSEdgeRoute) CheckModules() error {
 
 // --- the session settings OAuth, SAML and OIDC share -------------------------------------------
 
-// DefaultCookiePrefix is the session cookie prefix of OAuth, SAML and OIDC when none is given
-// (DESIGN.md section 7): the compatible service's, so cookies keep their names after a move.
+// DefaultCookiePrefix is the session cookie prefix of OAuth, SAML and OIDC when none is given:
+// the compatible service's, so cookies keep their names after a move.
 const DefaultCookiePrefix = "ngrok."
 
 // authSession is the response side of the session settings of a login module.
@@ -149,8 +149,7 @@ func absoluteURL(field, s string, schemes ...string) error {
 
 // --- oauth -------------------------------------------------------------------------------------
 
-// OAuthProviders are the identity providers of the OAuth module, in the schema's order
-// (DESIGN.md section 7).
+// OAuthProviders are the identity providers of the OAuth module, in the schema's order.
 var OAuthProviders = []string{"github", "facebook", "microsoft", "google", "linkedin", "gitlab", "twitch", "amazon"}
 
 // EndpointOAuth logs visitors in through an OAuth identity provider (schema "EndpointOAuth").
@@ -345,7 +344,7 @@ func (p *EndpointOAuthProvider) chosen() (string, *EndpointOAuthProviderApp) {
 }
 
 // Secrets declares the client secret of the route's own OAuth application: sealed at rest and
-// never returned (issue 20); the managed application has none.
+// never returned; the managed application has none.
 func (o *EndpointOAuth) Secrets() []Secret {
 	name, app := o.Provider.chosen()
 	if app == nil {
@@ -432,7 +431,7 @@ func (m *EndpointOIDCMutate) Build(*Op) (any, error) {
 	return out, nil
 }
 
-// Secrets declares the client secret: sealed at rest and never returned (issue 20).
+// Secrets declares the client secret: sealed at rest and never returned.
 func (o *EndpointOIDC) Secrets() []Secret {
 	return optionalSecret("client_secret", &o.ClientSecret, true)
 }

@@ -25,7 +25,7 @@ type Secret struct {
 	// read, or with "" (which an optional field stores as null) to redact it.
 	Set func(string)
 	// Hidden secrets are write-only: the API never returns them, and responses show the field as
-	// null (client secrets, issue 20). Secrets that are not hidden are returned as given, as the
+	// null (client secrets). Secrets that are not hidden are returned as given, as the
 	// compatible API does, because clients compare them (webhook secrets).
 	Hidden bool
 }

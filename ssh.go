@@ -12,7 +12,7 @@ import (
 	"github.com/edgeplane/edgeplane/pki"
 )
 
-// SSH certificate authority key choices (DESIGN.md section 7) and their defaults.
+// SSH certificate authority key choices and their defaults.
 const (
 	DefaultSSHKeyType = pki.KeyEd25519
 	DefaultRSAKeySize = 4096

@@ -1,6 +1,6 @@
 package e2e
 
-// Raw HTTP requests shaped like the other official clients' (DESIGN.md section 5): explicit
+// Raw HTTP requests shaped like the other official clients': explicit
 // nulls for every unset field and "enabled": null inside modules, a first page asked for with an
 // empty before_id and paging that stops only on an empty page, the three module PUT body shapes,
 // and next_page_uri under a base URL with a path prefix. Each test runs against a real

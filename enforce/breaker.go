@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Circuit breaker defaults for values left 0, the same as the API's (DESIGN.md section 7).
+// Circuit breaker defaults for values left 0, the same as the API's.
 const (
 	DefaultBreakerTripped   = 10 * time.Second
 	DefaultBreakerWindow    = 10 * time.Second

@@ -27,7 +27,7 @@ import (
 // notYet is the reason of a provider whose signing scheme edgeplane has not implemented.
 const notYet = "its signing scheme is not implemented"
 
-// webhookSchemes is every provider of the API's list (DESIGN.md section 7) and how its
+// webhookSchemes is every provider of the API's list and how its
 // signatures are checked; docs/dataplane.md lists the same table for users.
 var webhookSchemes = map[string]webhookScheme{
 	"github":             bodyHMAC("X-Hub-Signature-256", "sha256=", sha256.New, hexSig),

@@ -7,7 +7,7 @@ import (
 	ep "github.com/edgeplane/edgeplane"
 )
 
-// Client secrets are write-only (issue 20): the oauth and oidc modules' client_secret is null in
+// Client secrets are write-only: the oauth and oidc modules' client_secret is null in
 // every response, and a PUT or PATCH that leaves it out keeps the stored one while it names the
 // same application (oauth: provider and client_id; oidc: issuer and client_id), so a client can
 // send back the module it read. The webhook secret is returned as given. What the data plane

@@ -156,7 +156,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *collection) e
 	return nil
 }
 
-// Paging limits (DESIGN.md section 5).
+// Paging limits.
 const (
 	MaxLimit     = 100
 	DefaultLimit = 100

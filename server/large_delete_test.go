@@ -13,7 +13,7 @@ import (
 // TestLargeBotUserDelete: deleting a bot user with more keys than one delete transaction takes
 // (store.CascadeChunk) answers as any delete does, 204 once all of it is gone: the bot user, its
 // keys and its credentials answer 404, its keys 401 ERR_NGROK_203, and it can own nothing new
-// (issue 24, item 5; the steps in between are tested in the store).
+// (the steps in between are tested in the store).
 func TestLargeBotUserDelete(t *testing.T) {
 	for _, engine := range testdb.Engines() {
 		t.Run(engine, func(t *testing.T) {

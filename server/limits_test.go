@@ -261,7 +261,7 @@ func TestListPageBytes(t *testing.T) {
 	}
 }
 
-// TestHostileAccountLiveHeap is issue 24's hostile account within the limits: a thousand TLS
+// TestHostileAccountLiveHeap is a hostile account within the limits: a thousand TLS
 // edges with the largest traffic policy (64 MB of documents), each read twice, concurrently, so
 // that the read cache fills and keeps rendered bodies. What the process holds afterwards (its
 // live heap after a collection, against the same figure before) stays within the read cache's

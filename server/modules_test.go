@@ -322,7 +322,7 @@ func isObjectRef(v any, list bool) bool {
 }
 
 // writeOnly removes the client secrets from want, a module's request normalized, after checking
-// that got, the response, shows each as null: the API never returns them (issue 20).
+// that got, the response, shows each as null: the API never returns them.
 func writeOnly(t *testing.T, path string, want, got map[string]any) {
 	t.Helper()
 	for k, v := range want {

@@ -160,7 +160,7 @@ func TestCORS(t *testing.T) {
 }
 
 // TestMetricsLabelsBounded: every label comes from a closed set, so requests with hundreds of
-// invented methods and raw paths add no series after the first of each kind (issue 24: 20,000
+// invented methods and raw paths add no series after the first of each kind (once, 20,000
 // random methods added 20,000 series).
 func TestMetricsLabelsBounded(t *testing.T) {
 	e := newEnvConfig(t, server.Config{Metrics: pendingMetrics, MetricsOnMain: true})

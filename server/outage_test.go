@@ -21,7 +21,7 @@ import (
 
 // TestDatabaseCrashMidRequest: PostgreSQL connections break again and again under reads and
 // writes. Every request either succeeds or answers 503 ERR_NGROK_9000 (retry); none is a 500
-// (issue 24: writes whose connection broke before COMMIT answered 500 "conn closed").
+// (writes whose connection broke before COMMIT once answered 500 "conn closed").
 func TestDatabaseCrashMidRequest(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	proxy := testdb.NewProxy(t, testdb.Target(dsn))

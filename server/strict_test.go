@@ -8,7 +8,7 @@ import (
 )
 
 // TestStrictJSON: what encoding/json lets through and strict JSON does not is refused with a 400
-// naming the problem (issue 24): a body of null, a field name in the wrong case, a duplicate key,
+// naming the problem: a body of null, a field name in the wrong case, a duplicate key,
 // invalid UTF-8, a lone surrogate, a control character. Nothing refused is stored.
 func TestStrictJSON(t *testing.T) {
 	e := newEnv(t)
@@ -69,7 +69,7 @@ func TestStrictJSON(t *testing.T) {
 }
 
 // TestStrictJSONKeepsClientHabits: what existing clients send keeps working under the strict
-// decoder (DESIGN.md section 5): explicit nulls for unset fields, "enabled": null inside modules,
+// decoder: explicit nulls for unset fields, "enabled": null inside modules,
 // id and edge_id echoed, an empty body, the three module shapes, multi-line metadata and PEM-like
 // text, and escaped characters that are not control characters.
 func TestStrictJSONKeepsClientHabits(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	ep "github.com/edgeplane/edgeplane"
 )
 
-// Large deletes (issue 24, item 5).
+// Large deletes.
 //
 // A delete removes, with the object, the objects that reference it with ep.RefCascade (the API
 // keys and credentials of a bot user) and its children (the rules of an IP policy, the routes of
@@ -65,7 +65,7 @@ const (
 )
 
 // DeleteStats counts the transactions of deletes since the store opened, for the bound that
-// issue 24 sets on how long one account's delete may hold the writer: MaxObjects is the most
+// the project sets on how long one account's delete may hold the writer: MaxObjects is the most
 // objects any one delete transaction removed (the object, its children and its cascading
 // referrers; each with its own bounded rows of tokens, references, claims and secrets).
 type DeleteStats struct {

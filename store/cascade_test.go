@@ -13,7 +13,7 @@ import (
 	"github.com/edgeplane/edgeplane/store"
 )
 
-// Large deletes (issue 24, item 5): a delete whose cascade passes store.CascadeChunk objects runs
+// Large deletes: a delete whose cascade passes store.CascadeChunk objects runs
 // in chunks of their own transactions, so that one account's delete never holds the writer (on
 // SQLite, every account's writes) for more than one chunk. The bound is a count of objects per
 // transaction (store.DeleteStats), not a duration: durations are logged as figures.

@@ -17,7 +17,7 @@ import (
 // TestConnClosedMidQuery: PostgreSQL goes away while a statement of a transaction is running.
 // The statement fails with the broken connection's error, and whatever the transaction does
 // next (here its COMMIT) fails with pgx's "conn closed"; both are outages, 503 ERR_NGROK_9000,
-// not internal errors (issue 24: a crash mid-request answered 500 "conn closed").
+// not internal errors (a crash mid-request once answered 500 "conn closed").
 func TestConnClosedMidQuery(t *testing.T) {
 	dsn := testdb.Postgres(t)
 	proxy := testdb.NewProxy(t, testdb.Target(dsn))

@@ -4,7 +4,7 @@ package store
 //
 // Counting entries alone does not bound the cache's memory: objects are as large as the limits on
 // what one object may hold let them be (a traffic policy of 64 KiB, a route of 128 KiB), and
-// 16,384 entries of such objects are gigabytes (issue 24: 600 TLS edges with a 1 MB traffic
+// 16,384 entries of such objects are gigabytes (once, 600 TLS edges with a 1 MB traffic
 // policy each took the process to 2.2 GB). Each entry is therefore counted as the bytes it holds
 // — its document, the room reserved for the body the server renders from it (Rendered keeps no
 // larger body) and a fixed overhead for the map entry and its strings — and the cache evicts

@@ -10,7 +10,7 @@ import (
 )
 
 // TestReadCacheByteBudget fills the read cache with large documents — TLS edges with traffic
-// policies of 60 KiB, as the hostile account of issue 24 did with 1 MB ones — and requires what
+// policies of 60 KiB, as a hostile account once did with 1 MB ones — and requires what
 // the cache holds, in bytes, to stay within its budget while it goes on answering from memory.
 func TestReadCacheByteBudget(t *testing.T) {
 	w := newCacheWorld(t)

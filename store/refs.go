@@ -10,7 +10,7 @@ import (
 )
 
 // References and claims: the side tables that both engines enforce inside the write's own
-// transaction (DESIGN.md §4).
+// transaction.
 
 func refsOf(d ep.Document) []ep.Reference {
 	if r, ok := d.(ep.Referrer); ok {

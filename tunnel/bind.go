@@ -28,8 +28,8 @@ func refuse(code int, format string, args ...any) *bindError {
 func (e *bindError) text() string { return errorText(e.code, "%s", e.msg) }
 
 // bind handles a Bind: it works out the public name or address, checks it against the
-// credential's ACL, the account's reservations, edges and online endpoints (in that order, spec
-// §8), builds the stages of the bind's options and registers the tunnel.
+// credential's ACL, the account's reservations, edges and online endpoints (in that order),
+// builds the stages of the bind's options and registers the tunnel.
 func (s *session) bind(m *bindMsg) bindResp {
 	opts := m.Opts
 	if len(opts) == 0 || string(opts) == "null" {

@@ -11,8 +11,8 @@ import (
 )
 
 // Heartbeats. Every agent opens one heartbeat stream (type 0xFFFFFFFF) as soon as it connects,
-// before Auth, and writes a 4-byte ping every HeartbeatInterval that the other side echoes
-// (agent-protocol.md §2). edgeplane echoes those pings and takes them as its evidence that the
+// before Auth, and writes a 4-byte ping every HeartbeatInterval that the other side echoes.
+// edgeplane echoes those pings and takes them as its evidence that the
 // agent is alive: a session whose agent has sent no ping for HeartbeatInterval +
 // HeartbeatTolerance is ended, which is the window after which the agent itself would give up.
 //

@@ -1,5 +1,5 @@
 // Package tunnel is edgeplane's agent gateway: it accepts the TLS connections of ngrok's own
-// agents and SDKs, speaks their protocol over muxado (shared/spec/agent-protocol.md), checks
+// agents and SDKs, speaks their protocol over muxado, checks
 // their credentials and binds against the store, and keeps the registry of online tunnels that
 // the public listeners dial. The protocol is written here from the spec; the multiplexer is
 // golang.ngrok.com/muxado/v2.
@@ -18,7 +18,7 @@ import (
 	"golang.ngrok.com/muxado/v2"
 )
 
-// Stream types of the protocol (spec §3): the opener writes the type as a big-endian uint32.
+// Stream types of the protocol: the opener writes the type as a big-endian uint32.
 const (
 	typeAuth         muxado.StreamType = 0
 	typeBind         muxado.StreamType = 1
@@ -131,7 +131,7 @@ type stopTunnelMsg struct {
 	ErrorCode string
 }
 
-// ProxyHeader is what a proxy stream starts with (spec §5). Rust clients require all five keys
+// ProxyHeader is what a proxy stream starts with. Rust clients require all five keys
 // and EdgeType as a string.
 type ProxyHeader struct {
 	ID             string `json:"Id"`
@@ -170,7 +170,7 @@ func writeReply(stream muxado.Stream, v any) error {
 }
 
 // errorText formats an error for the Error field of a reply: the message, a blank line, and
-// the code on its own line, the way the clients extract it (spec §7).
+// the code on its own line, the way the clients extract it.
 func errorText(code int, format string, args ...any) string {
 	return fmt.Sprintf(format, args...) + "\r\n\r\nERR_NGROK_" + fmt.Sprint(code) + "\r\n"
 }

@@ -135,7 +135,7 @@ func (a *rawAgent) readLoop() {
 	}
 }
 
-// rawHeader is a frame header as the protocol lays it out (agent-protocol.md §2), with any
+// rawHeader is a frame header as the protocol lays it out, with any
 // values, valid or not.
 func rawHeader(length int, typ frame.Type, flags frame.Flags, id uint32) []byte {
 	b := make([]byte, frameHeaderLen)

@@ -17,7 +17,7 @@
 //
 //	go run ./cmd/edgeplane-bench [-duration 3s] [-large 1000000] [-out bench/results.md]
 //
-// or `make bench`. `edgeplane-bench traffic` is the data-plane benchmark instead (issue 22, see
+// or `make bench`. `edgeplane-bench traffic` is the data-plane benchmark instead (see
 // traffic.go), or `make bench-traffic`.
 package main
 

@@ -39,7 +39,7 @@ func (b *runner) report(took time.Duration) string {
 		}
 		fmt.Fprintln(&w)
 	}
-	fmt.Fprintf(&w, "## Targets (issue 7)\n\n")
+	fmt.Fprintf(&w, "## Targets\n\n")
 	fmt.Fprintf(&w, "| engine | target | measured | met |\n|---|---|---|---|\n")
 	for _, t := range b.targets() {
 		met := "yes"
@@ -88,7 +88,7 @@ type target struct {
 	met, na                bool
 }
 
-// targets evaluates the targets of issue 7 on the rows of this run.
+// targets evaluates the API's targets on the rows of this run.
 func (b *runner) targets() []target {
 	var out []target
 	for _, engine := range []string{"sqlite", "postgres"} {

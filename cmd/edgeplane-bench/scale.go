@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// The scale benchmark (issue 22): `edgeplane-bench scale`, or `make bench-scale`. Two scenarios,
+// The scale benchmark: `edgeplane-bench scale`, or `make bench-scale`. Two scenarios,
 // each against an `edgeplane serve` of its own on a new SQLite database:
 //
 //   - sessions: N ngrok-go v1 agent sessions, held open in this process with one labeled tunnel

@@ -11,7 +11,7 @@ import (
 // report renders the scale benchmark's results as Markdown.
 func (r *scaleRunner) report(took time.Duration) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "# edgeplane scale benchmark (issue 22)\n\n")
+	fmt.Fprintf(&w, "# edgeplane scale benchmark\n\n")
 	fmt.Fprintf(&w, "Run %s on %s. The whole run took %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), took.Round(time.Second))
 	fmt.Fprintf(&w, "Command: `make bench-scale` (`%s`).\n\n", scaleUsage)
 	fmt.Fprintf(&w, "**The machine is shared**: the benchmark process (which holds every agent session and is the load\n")
@@ -24,7 +24,7 @@ func (r *scaleRunner) report(took time.Duration) string {
 	if rt := r.routes; rt != nil {
 		targets = append(targets, r.routesReport(&w, rt)...)
 	}
-	fmt.Fprintf(&w, "## Targets of issue 22 measured here\n\n| target | measured | met |\n|---|---|---|\n")
+	fmt.Fprintf(&w, "## Targets measured here\n\n| target | measured | met |\n|---|---|---|\n")
 	for _, t := range targets {
 		met := "yes"
 		switch {

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// The traffic benchmark (issue 22): `edgeplane-bench traffic`, or `make bench-traffic`. In one
+// The traffic benchmark: `edgeplane-bench traffic`, or `make bench-traffic`. In one
 // process tree on this machine it runs a plain net/http upstream, net/http's ReverseProxy in
 // front of it (the one-hop reference, on a plain and a TLS listener), and `edgeplane serve` with
 // its data plane and an ngrok-go agent forwarding to the same upstream, and measures requests

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The rows of the traffic benchmark beyond the HTTPS edge and the https endpoint (issue 22): a
+// The rows of the traffic benchmark beyond the HTTPS edge and the https endpoint: a
 // plain http endpoint bind on the public HTTP listener, a TCP edge (requests over kept-alive
 // connections, and new connections per second), and an HTTPS edge whose route has three modules
 // (ip_restriction admitting the client, request_headers adding one header, compression),

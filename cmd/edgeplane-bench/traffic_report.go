@@ -73,7 +73,7 @@ func secs(v float64) string { return fmtDur(time.Duration(v * float64(time.Secon
 // report renders the results as Markdown.
 func (b *trafficRunner) report(took time.Duration) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "# edgeplane data-plane benchmark (issue 22, first slice)\n\n")
+	fmt.Fprintf(&w, "# edgeplane data-plane benchmark\n\n")
 	fmt.Fprintf(&w, "Run %s on %s. The whole run took %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), took.Round(time.Second))
 	fmt.Fprintf(&w, "Command: `make bench-traffic` (`%s`); this run: %d rounds of %s measured (after %s of warm-up) per path\n",
 		trafficUsage, b.cfg.rounds, b.cfg.window, b.cfg.warmup)
@@ -127,7 +127,7 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintln(&w)
 	}
 	b.extraReport(&w)
-	fmt.Fprintf(&w, "## Targets of issue 22 measured here\n\n| target | reference | measured | met |\n|---|---|---|---|\n")
+	fmt.Fprintf(&w, "## Targets measured here\n\n| target | reference | measured | met |\n|---|---|---|---|\n")
 	for _, t := range append(b.targets(), b.extraTargets()...) {
 		met := "yes"
 		switch {
@@ -160,13 +160,13 @@ func (b *trafficRunner) bulkOf(path, direction string) *bulkRow {
 	return nil
 }
 
-// trafficTarget is one target of issue 22 with the reference it is measured against.
+// trafficTarget is one data-plane target with the reference it is measured against.
 type trafficTarget struct {
 	name, ref, measured string
 	met, na             bool
 }
 
-// targets evaluates issue 22's targets that this run measures, against both references: the
+// targets evaluates the data-plane targets that this run measures, against both references: the
 // TLS-terminating one-hop proxy (like for like: edgeplane terminates the client's TLS too) and
 // the plain-HTTP one. Each row stands on its own; neither is chosen over the other.
 func (b *trafficRunner) targets() []trafficTarget {

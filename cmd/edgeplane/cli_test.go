@@ -1,6 +1,6 @@
 package main
 
-// What a newcomer runs into on the command line (issue 23): help, usage, the environment,
+// What a newcomer runs into on the command line: help, usage, the environment,
 // mistyped database paths and the JSON log.
 
 import (

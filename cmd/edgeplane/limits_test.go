@@ -78,7 +78,7 @@ func TestPerIPConnectionLimit(t *testing.T) {
 	}
 }
 
-// TestIdleUnauthenticatedConnectionsFreeTheirSlots is the exhaustion of issue 24 item 6 scaled
+// TestIdleUnauthenticatedConnectionsFreeTheirSlots is an exhaustion of the API's slots scaled
 // down: --max-connections 4 slots all held by keep-alive connections that asked for /healthz
 // without a key. They are closed after --unauthenticated-idle-timeout, so a new client is served
 // without waiting for the 120 s idle timeout, while a connection that presented a valid key is
@@ -164,7 +164,7 @@ func evictions(stderr, listener string) int {
 	return n
 }
 
-// TestSlowlorisGivesWayOnTheAPI is issue 24 item 6's slowloris wave scaled down: with
+// TestSlowlorisGivesWayOnTheAPI is a slowloris wave scaled down: with
 // --max-connections 4 and a header timeout of a minute, one slot holds an upload in progress
 // and three hold clients that never finish their request head (silent, half a request line, a
 // header trickled forever). Three new clients are each answered 200 at once, by closing the three

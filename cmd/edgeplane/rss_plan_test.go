@@ -47,7 +47,7 @@ func publicStatus(addr, host string) int {
 	return res.StatusCode
 }
 
-// TestHostilePlanRSS is issue 24's hostile account against the routing plan of a real serve
+// TestHostilePlanRSS is a hostile account against the routing plan of a real serve
 // process: 300 TLS edges, each with a distinct 64 KiB traffic policy of CEL expressions (which
 // the plan compiles: some 1.1 MiB each), one of them replaced 20 times, and 24 HTTP response
 // backends of about 512 KiB that routes use. Every write is accepted; the plan compiles the

@@ -20,7 +20,7 @@ import (
 	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
-// maxRSS is the performance issue's memory target, which issue 24 requires under hostile
+// maxRSS is the performance issue's memory target, which holds under hostile
 // accounts too: the peak resident set of the serve process.
 const maxRSS = 150 << 20
 
@@ -127,7 +127,7 @@ func startHostile(t *testing.T, conns int) (*proc, *hostileAPI, string) {
 	return p, api, m[1]
 }
 
-// TestHostileAccountRSS is issue 24's hostile account against a real serve process: one account
+// TestHostileAccountRSS is a hostile account against a real serve process: one account
 // holds objects at their limits (HTTPS edges of 64 routes of about 120 KiB, whose GET is some 8
 // MiB; TLS edges with 64 KiB traffic policies; HTTP response backends of almost 1 MiB), then
 // reads them with many concurrent GETs and lists of the largest pages, while a thousand idle

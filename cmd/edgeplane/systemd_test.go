@@ -11,7 +11,7 @@ import (
 )
 
 // maxUnitExposure is the exposure score `systemd-analyze security` gives deploy/edgeplane.service
-// (5.6 before the hardening of issue 23). A change that weakens the unit fails the test; one that
+// (5.6 before the unit was hardened). A change that weakens the unit fails the test; one that
 // strengthens it may lower the bound.
 const maxUnitExposure = 1.1
 

@@ -14,7 +14,7 @@ import (
 	"golang.ngrok.com/ngrok/config"
 )
 
-// Idle keep-alive connections of the public listeners (issue 24, item 6): they must not keep
+// Idle keep-alive connections of the public listeners: they must not keep
 // new clients out, whether the slots are taken by a few or by thousands of them.
 
 // publicKeepAlive opens a keep-alive connection to the public HTTP listener (or the TLS one),

@@ -15,8 +15,8 @@ import (
 	"golang.ngrok.com/ngrok/config"
 )
 
-// Connection limits of the agent and public listeners (issue 24, item 6, and its closing
-// paragraph). Every client of a test is 127.0.0.1, so the tests set the per-address limits low.
+// Connection limits of the agent and public listeners. Every client of a test is 127.0.0.1, so
+// the tests set the per-address limits low.
 
 // TestAgentListenerUnauthenticatedLimit: with --agent-max-unauthenticated-per-ip 3, three
 // connections that never authenticate are held and a fourth is closed at once; an agent that

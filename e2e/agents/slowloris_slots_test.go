@@ -14,7 +14,7 @@ import (
 	"golang.ngrok.com/ngrok/config"
 )
 
-// Clients that never finish their first request (issue 24, item 6, and its closing paragraph):
+// Clients that never finish their first request:
 // at a listener's connection limit, a newcomer takes the slot of the connection unproductive
 // longest, so slowloris clients cannot keep others out, while a request in progress and an
 // authenticated agent keep theirs. The header and ClientHello timeouts (10 s) would free the

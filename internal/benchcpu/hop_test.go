@@ -13,7 +13,7 @@ import (
 // BenchmarkHop measures what one hop of a bulk transfer costs this machine: bytes written into
 // one loopback TCP connection and read out of it, plain and under TLS 1.3 (ECDSA P-256 and the
 // cipher Go picks, as edgeplane's listeners use), sender and receiver in this process. It reports
-// "cpu-s/GB", the CPU time of both ends per gigabyte carried. Issue 22's bulk target is judged
+// "cpu-s/GB", the CPU time of both ends per gigabyte carried. The bulk target is judged
 // with it: the tunnel is two TLS hops and a plain one where the direct path is one plain hop, so
 // on a machine of C cores the tunnel cannot carry more than C / (2·TLS + plain) GB/s, whatever the
 // server does (docs/performance.md, "Bulk ≥ 60% of direct"). Run it with
