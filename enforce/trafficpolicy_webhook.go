@@ -10,8 +10,7 @@ import (
 // The verify-webhook action checks the request as the webhook_verification module does
 // (WebhookVerification: the provider's signature over the raw body with the secret, timestamps
 // within the provider's tolerance): a request that fails is answered 403 ERR_NGROK_3204 naming
-// why (413 for a body over MaxWebhookBody), and a verified one goes on with its body intact. A
-// provider edgeplane cannot verify yet refuses every request the same way the module does. With
+// why (413 for a body over MaxWebhookBody), and a verified one goes on with its body intact. With
 // enforce: false every request goes on unchecked (ngrok then only records the result, in
 // action result variables edgeplane does not have).
 //

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -26,7 +28,7 @@ func webhookDoc(provider, secret string, extra string) string {
 // TestPolicyVerifyWebhook: a request signed the provider's way (GitHub's HMAC of the raw body)
 // reaches the upstream with its body intact; a tampered body or a missing signature is answered
 // 403 ERR_NGROK_3204 and the upstream never sees it; with enforce: false it goes on anyway; a
-// provider edgeplane cannot verify yet refuses every request as the module does.
+// provider that signs its own way (Mailgun, in the body) is verified the same way.
 func TestPolicyVerifyWebhook(t *testing.T) {
 	const secret, body = "It's a Secret to Everybody", `{"action":"opened","number":1}`
 	front, up := policyFront(t, webhookDoc("github", secret, ""), PolicyOptions{})
@@ -58,8 +60,13 @@ func TestPolicyVerifyWebhook(t *testing.T) {
 
 	front, _ = policyFront(t, webhookDoc("mailgun", secret, ""), PolicyOptions{})
 	resp, got = do(t, "POST", front+"/", body, nil)
-	if resp.StatusCode != 403 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3204" || !strings.Contains(got, "cannot verify webhooks from mailgun yet") {
-		t.Errorf("a provider that fails closed: %d %q", resp.StatusCode, got)
+	if resp.StatusCode != 403 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3204" || !strings.Contains(got, "mailgun webhook verification") {
+		t.Errorf("an unsigned Mailgun event: %d %q", resp.StatusCode, got)
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	signed := `{"signature":{"timestamp":"` + ts + `","token":"tok","signature":"` + hx(hm(sha256.New, secret, ts+"tok")) + `"},"event-data":{}}`
+	if resp, got := do(t, "POST", front+"/", signed, map[string]string{"Content-Type": "application/json"}); resp.StatusCode != 200 || got != "upstream "+signed {
+		t.Errorf("a signed Mailgun event: %d %q", resp.StatusCode, got)
 	}
 }
 

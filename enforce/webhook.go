@@ -38,7 +38,7 @@ type WebhookOptions struct {
 
 // WebhookVerification is the webhook_verification module: it reads a request's raw body,
 // verifies the provider's signature over it with the configured secret, and passes the same
-// bytes on. A provider edgeplane cannot verify yet refuses every request, naming why.
+// bytes on. Every provider of the API's list is verified the way it signs.
 type WebhookVerification struct {
 	provider string
 	scheme   webhookScheme
@@ -50,12 +50,10 @@ type WebhookVerification struct {
 
 // webhookScheme is one provider's way of signing: verify checks a request; prepare, when set,
 // turns the configured secret into the key verify uses (a public key, a decoded HMAC key), so a
-// secret that cannot work is refused when the stage is built. A scheme with a non-empty
-// unverified reason fails closed.
+// secret that cannot work is refused when the stage is built.
 type webhookScheme struct {
-	verify     func(q *webhookRequest) error
-	prepare    func(secret string) (any, error)
-	unverified string
+	verify  func(q *webhookRequest) error
+	prepare func(secret string) (any, error)
 }
 
 // webhookRequest is one request under verification.
@@ -81,9 +79,6 @@ func NewWebhookVerification(provider, secret string, o WebhookOptions) (*Webhook
 	if v.now == nil {
 		v.now = time.Now
 	}
-	if s.unverified != "" {
-		return v, nil
-	}
 	if p != "sns" && secret == "" {
 		return nil, fmt.Errorf("%s needs a secret", p)
 	}
@@ -103,10 +98,6 @@ func NewWebhookVerification(provider, secret string, o WebhookOptions) (*Webhook
 // Name is the module's name.
 func (v *WebhookVerification) Name() string { return "webhook_verification" }
 
-// Verifies reports whether edgeplane verifies the provider's signatures (false: every request
-// is refused).
-func (v *WebhookVerification) Verifies() bool { return v.scheme.unverified == "" }
-
 // Wrap refuses requests that fail verification (403 ERR_NGROK_3204 naming the reason; a body
 // over MaxWebhookBody 413) and passes verified ones to next with their body intact.
 func (v *WebhookVerification) Wrap(next http.Handler) http.Handler {
@@ -121,10 +112,6 @@ func (v *WebhookVerification) Wrap(next http.Handler) http.Handler {
 // and put back (r.Body then holds the same bytes), and otherwise answers the refusal on w and
 // reports false. The traffic policy's verify-webhook action runs it in its phase.
 func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) bool {
-	if v.scheme.unverified != "" {
-		ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("edgeplane cannot verify webhooks from %s yet (%s), so every request is refused.", v.provider, v.scheme.unverified))
-		return false
-	}
 	if r.ContentLength > MaxWebhookBody {
 		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
 		return false
@@ -261,9 +248,6 @@ func tokenEqual(header string) webhookScheme {
 	}}
 }
 
-// failsClosed is a provider edgeplane accepts in the API but cannot verify yet.
-func failsClosed(reason string) webhookScheme { return webhookScheme{unverified: reason} }
-
 // params splits a header of comma-separated key=value pairs (Stripe's t=…,v1=…), collecting
 // every value of each key.
 func params(s string) map[string][]string {
@@ -277,8 +261,9 @@ func params(s string) map[string][]string {
 	return out
 }
 
-// timestampedHMAC is the t=…,v1=… scheme of Stripe, Calendly and Mux: header holds a timestamp
-// (key tKey) and signatures (key sigKey), each the hex HMAC-SHA256 of "<t>.<body>".
+// timestampedHMAC is the t=…,v1=… scheme of Stripe, Calendly and Mux (and with other keys of
+// Go1, HostedHooks, TikTok and Buildkite): header holds a timestamp in seconds (key tKey) and
+// signatures (key sigKey), each the hex HMAC-SHA256 of "<t>.<body>".
 func timestampedHMAC(header, tKey, sigKey string, h func() hash.Hash, tol time.Duration) webhookScheme {
 	return webhookScheme{verify: func(q *webhookRequest) error {
 		s, err := q.header(header)

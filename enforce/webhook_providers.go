@@ -1,9 +1,7 @@
 package enforce
 
 import (
-	"crypto"
 	"crypto/ecdsa"
-	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -14,18 +12,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"regexp"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 )
-
-// notYet is the reason of a provider whose signing scheme edgeplane has not implemented.
-const notYet = "its signing scheme is not implemented"
 
 // webhookSchemes is every provider of the API's list and how its
 // signatures are checked; docs/dataplane.md lists the same table for users.
@@ -71,16 +61,35 @@ var webhookSchemes = map[string]webhookScheme{
 	"square":             {verify: verifySquare},
 	"microsoft_teams":    {verify: verifyTeams, prepare: teamsKey},
 
-	"aftership": failsClosed(notYet), "airship": failsClosed(notYet), "autodesk": failsClosed(notYet),
-	"bolt": failsClosed(notYet), "buildkite": failsClosed(notYet), "castle": failsClosed(notYet),
-	"chargify": failsClosed(notYet), "clearbit": failsClosed(notYet), "contentful": failsClosed(notYet),
-	"docusign": failsClosed(notYet), "frameio": failsClosed(notYet), "go1": failsClosed(notYet),
-	"graphcms": failsClosed(notYet), "hostedhooks": failsClosed(notYet), "jira": failsClosed(notYet),
-	"mailchimp": failsClosed(notYet), "mailgun": failsClosed(notYet),
-	"modern_treasury": failsClosed(notYet), "mongodb": failsClosed(notYet), "orb": failsClosed(notYet),
-	"orbit": failsClosed(notYet), "pinwheel": failsClosed(notYet), "plivo": failsClosed(notYet),
-	"signal_sciences": failsClosed(notYet), "sonatype": failsClosed(notYet), "tiktok": failsClosed(notYet),
-	"trendmicro_conformity": failsClosed(notYet), "vmware": failsClosed(notYet), "worldline": failsClosed(notYet),
+	"aftership":             anyHeaderHMAC([]string{"Aftership-Hmac-Sha256", "As-Signature-Hmac-Sha256"}, "", sha256.New, b64Sig),
+	"airship":               prefixedHMAC("X-UA-Signature", "", "X-UA-Timestamp", "", ":", defaultTolerance),
+	"autodesk":              bodyHMAC("X-Adsk-Signature", "sha1hash=", sha1.New, hexSig),
+	"bolt":                  bodyHMAC("X-Bolt-Hmac-Sha256", "", sha256.New, b64Sig),
+	"buildkite":             timestampedHMAC("X-Buildkite-Signature", "timestamp", "signature", sha256.New, defaultTolerance),
+	"castle":                bodyHMAC("X-Castle-Signature", "", sha256.New, b64Sig),
+	"chargify":              bodyHMAC("X-Chargify-Webhook-Signature-Hmac-Sha-256", "", sha256.New, hexSig),
+	"clearbit":              bodyHMAC("X-Request-Signature", "sha1=", sha1.New, hexSig),
+	"contentful":            {verify: verifyContentful},
+	"docusign":              anyHeaderHMAC(docuSignHeaders, "", sha256.New, b64Sig),
+	"frameio":               prefixedHMAC("X-Frameio-Signature", "v0=", "X-Frameio-Request-Timestamp", "v0:", ":", 5*time.Minute),
+	"go1":                   timestampedHMAC("Go1-Signature", "t", "v1", sha256.New, defaultTolerance),
+	"graphcms":              {verify: verifyHygraph},
+	"hostedhooks":           timestampedHMAC("HostedHooks-Signature", "t", "s", sha256.New, defaultTolerance),
+	"jira":                  bodyHMAC("X-Hub-Signature", "sha256=", sha256.New, hexSig),
+	"mailchimp":             {verify: verifyMailchimp},
+	"mailgun":               {verify: verifyMailgun},
+	"modern_treasury":       bodyHMAC("X-Signature", "", sha256.New, hexSig),
+	"mongodb":               bodyHMAC("X-Hook-Signature", "sha256=", sha256.New, hexSig),
+	"orb":                   {verify: verifyOrb},
+	"orbit":                 bodyHMAC("X-Orbit-Signature", "", sha256.New, hexSig),
+	"pinwheel":              prefixedHMAC("X-Pinwheel-Signature", "v2=", "X-Timestamp", "v2:", ":", defaultTolerance),
+	"plivo":                 {verify: verifyPlivo},
+	"signal_sciences":       bodyHMAC("X-SigSci-Signature", "", sha256.New, hexSig),
+	"sonatype":              bodyHMAC("X-Nexus-Webhook-Signature", "", sha1.New, hexSig),
+	"tiktok":                timestampedHMAC("TikTok-Signature", "t", "s", sha256.New, defaultTolerance),
+	"trendmicro_conformity": bodyHMAC("X-Conformity-Signature", "", sha256.New, hexSig),
+	"vmware":                {verify: verifyVMware, prepare: vmwareKey},
+	"worldline":             bodyHMAC("X-GCS-Signature", "", sha256.New, b64Sig),
 }
 
 // listedHMAC is the scheme of PagerDuty and CircleCI: header lists comma-separated signatures,
@@ -156,44 +165,18 @@ func verifyTwilio(q *webhookRequest) error {
 	if err != nil {
 		return err
 	}
-	u := q.url()
-	urls := []string{u}
-	if host, port, ok := strings.Cut(q.r.Host, ":"); ok && (port == "443" || port == "80") {
-		urls = append(urls, strings.Replace(u, q.r.Host, host, 1))
-	} else if !ok {
-		port := "443"
-		if q.r.TLS == nil {
-			port = "80"
-		}
-		urls = append(urls, strings.Replace(u, q.r.Host, q.r.Host+":"+port, 1))
-	}
 	var signed string
 	if want := q.r.URL.Query().Get("bodySHA256"); want != "" {
 		sum := sha256.Sum256(q.body)
 		if !strings.EqualFold(want, hex.EncodeToString(sum[:])) {
 			return errors.New("the body does not match its bodySHA256 parameter")
 		}
-	} else if ct := q.r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-		form, err := url.ParseQuery(string(q.body))
-		if err != nil {
-			return errors.New("the form body does not parse")
+	} else if isForm(q) {
+		if signed, err = sortedForm(q.body); err != nil {
+			return err
 		}
-		names := make([]string, 0, len(form))
-		for k := range form {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		var b strings.Builder
-		for _, k := range names {
-			vs := form[k]
-			sort.Strings(vs)
-			for _, v := range vs {
-				b.WriteString(k + v)
-			}
-		}
-		signed = b.String()
 	}
-	for _, u := range urls {
+	for _, u := range urlVariants(q) {
 		if matchAny(mac(sha1.New, q.secret, []byte(u+signed)), b64Sig, sig) == nil {
 			return nil
 		}
@@ -370,115 +353,4 @@ func verifyTeams(q *webhookRequest) error {
 		return errors.New("the Authorization header is not HMAC")
 	}
 	return matchAny(mac(sha256.New, q.key.([]byte), q.body), b64Sig, sig)
-}
-
-// snsCertHost is the only host pattern SNS signing certificates are fetched from.
-var snsCertHost = regexp.MustCompile(`^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`)
-
-// snsCerts fetches and caches SNS signing certificates by URL.
-type snsCerts struct {
-	client *http.Client
-	// allowHost says which certificate hosts are trusted: snsCertHost, or a test's server.
-	allowHost func(host string) bool
-	mu        sync.Mutex
-	byURL     map[string]*x509.Certificate
-}
-
-func newSNSCerts(c *http.Client) *snsCerts {
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	return &snsCerts{client: c, allowHost: snsCertHost.MatchString, byURL: map[string]*x509.Certificate{}}
-}
-
-// get returns the certificate at raw, fetching it once; only https URLs on the SNS host pattern
-// ending in .pem are fetched.
-func (c *snsCerts) get(q *webhookRequest, raw string) (*x509.Certificate, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" || !c.allowHost(u.Host) || !strings.HasSuffix(u.Path, ".pem") || u.User != nil {
-		return nil, fmt.Errorf("the SigningCertURL %q is not an https .pem URL on sns.<region>.amazonaws.com", raw)
-	}
-	c.mu.Lock()
-	cert := c.byURL[raw]
-	c.mu.Unlock()
-	if cert != nil {
-		return cert, nil
-	}
-	req, _ := http.NewRequestWithContext(q.r.Context(), "GET", raw, nil)
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return nil, errors.New("the signing certificate could not be fetched")
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	b, _ := pem.Decode(data)
-	if resp.StatusCode != 200 || b == nil {
-		return nil, fmt.Errorf("the signing certificate could not be fetched (status %d)", resp.StatusCode)
-	}
-	if cert, err = x509.ParseCertificate(b.Bytes); err != nil {
-		return nil, errors.New("the signing certificate does not parse")
-	}
-	c.mu.Lock()
-	if len(c.byURL) >= 32 {
-		clear(c.byURL)
-	}
-	c.byURL[raw] = cert
-	c.mu.Unlock()
-	return cert, nil
-}
-
-// verifySNS checks an SNS message (the JSON body): its RSA signature (SignatureVersion 1:
-// SHA1, 2: SHA256) over the message's fields, by the certificate at SigningCertURL. SNS
-// documents no tolerance (a retried message keeps its Timestamp), so none is applied.
-func verifySNS(q *webhookRequest) error {
-	var m map[string]any
-	if json.Unmarshal(q.body, &m) != nil {
-		return errors.New("the body is not an SNS message")
-	}
-	str := func(k string) string { s, _ := m[k].(string); return s }
-	var keys []string
-	switch str("Type") {
-	case "Notification":
-		keys = []string{"Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type"}
-	case "SubscriptionConfirmation", "UnsubscribeConfirmation":
-		keys = []string{"Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type"}
-	default:
-		return fmt.Errorf("the message type %q is not one SNS sends", str("Type"))
-	}
-	var b strings.Builder
-	for _, k := range keys {
-		if _, ok := m[k]; ok || k != "Subject" {
-			b.WriteString(k + "\n" + str(k) + "\n")
-		}
-	}
-	var h crypto.Hash
-	switch str("SignatureVersion") {
-	case "1":
-		h = crypto.SHA1
-	case "2":
-		h = crypto.SHA256
-	default:
-		return fmt.Errorf("the SignatureVersion %q is not 1 or 2", str("SignatureVersion"))
-	}
-	sig, err := base64.StdEncoding.DecodeString(str("Signature"))
-	if err != nil || len(sig) == 0 {
-		return errors.New("the Signature is missing or not base64")
-	}
-	cert, err := q.v.sns.get(q, str("SigningCertURL"))
-	if err != nil {
-		return err
-	}
-	if q.now.Before(cert.NotBefore) || q.now.After(cert.NotAfter) {
-		return errors.New("the signing certificate is not valid now")
-	}
-	pub, ok := cert.PublicKey.(*rsa.PublicKey)
-	if !ok {
-		return errors.New("the signing certificate's key is not RSA")
-	}
-	d := h.New()
-	d.Write([]byte(b.String()))
-	if rsa.VerifyPKCS1v15(pub, h, d.Sum(nil), sig) != nil {
-		return errNoMatch
-	}
-	return nil
 }

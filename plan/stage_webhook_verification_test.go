@@ -10,9 +10,8 @@ import (
 )
 
 // TestWebhookVerificationStage: a route's webhook_verification becomes a stage refusing
-// unsigned requests (403 ERR_NGROK_3204); a provider edgeplane cannot verify yet still builds
-// (and refuses every request); a secret the provider cannot use fails the route closed naming
-// the module.
+// unsigned requests (403 ERR_NGROK_3204), whatever the provider; a secret the provider cannot
+// use fails the route closed naming the module.
 func TestWebhookVerificationStage(t *testing.T) {
 	route := func(provider, secret string) *Route {
 		s := &Snapshot{Account: "acct_wh", Env: &Env{Outbound: http.DefaultClient}, HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_wh"}, Hostports: []string{"wh.example.com:443"}},
@@ -20,7 +19,7 @@ func TestWebhookVerificationStage(t *testing.T) {
 				WebhookVerification: &ep.EndpointWebhookValidation{Enabled: true, Provider: provider, Secret: secret}}}}}}
 		return Build(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })).HTTPS[0].Routes[0]
 	}
-	for _, p := range []string{"GitHub", "mailgun"} {
+	for _, p := range []string{"GitHub", "mailgun", "contentful"} {
 		rt := route(p, "secret")
 		if rt.Unenforced != "" || rt.Handler == nil {
 			t.Fatalf("%s: %+v", p, rt)
