@@ -48,8 +48,8 @@ func echoBody(w http.ResponseWriter, r *http.Request) {
 
 // TestWebhookVerificationEdge: routes of an HTTPS edge verify GitHub and Stripe signatures
 // computed here the providers' way; the agent receives the body unchanged; a tampered body, a
-// missing signature and an old Stripe timestamp are refused with 403 ERR_NGROK_3204, as is every
-// request to a provider edgeplane cannot verify yet.
+// missing signature and an old Stripe timestamp are refused with 403 ERR_NGROK_3204, as is a
+// Mailgun event without the signature Mailgun puts in its body.
 func TestWebhookVerificationEdge(t *testing.T) {
 	w := start(t)
 	_, token := w.credential()
@@ -105,7 +105,7 @@ func TestWebhookVerificationEdge(t *testing.T) {
 		{"an unsigned GitHub delivery", "/github", body, nil, "X-Hub-Signature-256 header is missing"},
 		{"a tampered Stripe body", "/stripe", strings.Replace(body, "19", "20", 1), stripe(time.Now(), body), "does not match"},
 		{"an old Stripe timestamp", "/stripe", body, stripe(time.Now().Add(-10*time.Minute), body), "tolerance"},
-		{"a provider edgeplane cannot verify", "/mailgun", body, nil, "cannot verify webhooks from mailgun"},
+		{"an unsigned Mailgun event", "/mailgun", body, nil, "the body has no signature"},
 	} {
 		st, got, code := postSigned(t, c, "https://hooks.example.com"+c2.path, c2.body, c2.headers)
 		if st != 403 || code != "ERR_NGROK_3204" || !strings.Contains(got, c2.want) {
@@ -115,8 +115,8 @@ func TestWebhookVerificationEdge(t *testing.T) {
 }
 
 // TestWebhookVerificationBind: an agent endpoint asking for webhook verification with ngrok-go's
-// config.WithWebhookVerification verifies signatures; a bind for a provider edgeplane cannot
-// verify yet is refused, naming it.
+// config.WithWebhookVerification verifies signatures; a bind whose secret the provider's scheme
+// cannot use is refused, naming why.
 func TestWebhookVerificationBind(t *testing.T) {
 	w := start(t)
 	_, token := w.credential()
@@ -138,8 +138,8 @@ func TestWebhookVerificationBind(t *testing.T) {
 		t.Errorf("a tampered delivery: %d %s", st, code)
 	}
 	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("mg.edgeplane.app"), config.WithScheme(config.SchemeHTTP),
-		config.WithWebhookVerification("mailgun", "key")))
-	if err == nil || !strings.Contains(err.Error(), "mailgun") {
-		t.Errorf("a bind for an unverified provider: %v", err)
+		config.WithWebhookVerification("vmware", "no-separator")))
+	if err == nil || !strings.Contains(err.Error(), "vmware") || !strings.Contains(err.Error(), "<username>::<password>") {
+		t.Errorf("a bind with a secret VMware's scheme cannot use: %v", err)
 	}
 }
