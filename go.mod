@@ -3,6 +3,7 @@ module github.com/edgeplane/edgeplane
 go 1.26.8
 
 require (
+	github.com/andybalholm/brotli v1.3.0
 	github.com/beevik/etree v1.5.0
 	github.com/coder/websocket v1.8.15
 	github.com/coreos/go-oidc/v3 v3.21.0

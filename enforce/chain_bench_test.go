@@ -74,3 +74,44 @@ func BenchmarkChain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompress is the compression module on a 16 KiB compressible page, once per coding a
+// client may be given (br, gzip, deflate) and with none (the client accepts no coding): the
+// cost of each coding relative to the others and to passing the page through, on one machine
+// in one run. It reports the compressed size per response as bytes/op.
+func BenchmarkCompress(b *testing.B) {
+	var page []byte
+	for i := 0; len(page) < 16<<10; i++ {
+		page = append(page, "<li class=\"item\">entry "+strconv.Itoa(i)+" of the compressible page</li>\n"...)
+	}
+	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(page)))
+		_, _ = w.Write(page)
+	})
+	h := NewCompression().Wrap(final)
+	for _, accept := range []string{"", "br", "gzip", "deflate"} {
+		b.Run("accept="+accept, func(b *testing.B) {
+			r, _ := http.NewRequest("GET", "https://app.example.com/", nil)
+			r.Header.Set("Accept-Encoding", accept)
+			w := &countingWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				w.n = 0
+				h.ServeHTTP(w, r)
+			}
+			b.ReportMetric(float64(w.n), "bytes/op")
+		})
+	}
+}
+
+// countingWriter is a ResponseWriter that counts the bytes written.
+type countingWriter struct {
+	h http.Header
+	n int
+}
+
+func (c *countingWriter) Header() http.Header         { return c.h }
+func (c *countingWriter) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+func (c *countingWriter) WriteHeader(int)             {}

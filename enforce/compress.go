@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/andybalholm/brotli"
 )
 
 // Compression is the compression module (and an agent bind's Compression option): a response
-// is compressed with gzip or deflate, the coding the client's Accept-Encoding prefers by
-// q-value (gzip on a tie), when
+// is compressed with br, gzip or deflate, the coding the client's Accept-Encoding prefers by
+// q-value (on a tie, the first of Codings), when
 //
 //   - its content type is compressible (text, JSON, XML, JavaScript, SVG and the like),
 //   - the upstream did not encode it already (no Content-Encoding but identity),
@@ -54,14 +56,17 @@ func (c *Compression) Wrap(next http.Handler) http.Handler {
 	})
 }
 
-// NegotiateCoding picks the coding for an Accept-Encoding header's values: "gzip" or "deflate",
-// whichever has the higher q-value above 0 (gzip on a tie; "*" stands for any coding not
-// named; x-gzip is gzip), or "" when the client accepts neither.
+// NegotiateCoding picks the coding for an Accept-Encoding header's values: the one of Codings
+// with the highest q-value above 0 (on a tie, the first in Codings; "*" stands for any coding
+// not named; x-gzip is gzip; q=0 refuses a coding), or "" when the client accepts none of
+// them, and the response goes as it is.
 func NegotiateCoding(accept []string) string { return negotiate(accept, Codings) }
 
 // Codings are the content codings edgeplane compresses with, in its order of preference on a
-// tie of q-values.
-var Codings = []string{"gzip", "deflate"}
+// tie of q-values: br first, as it makes the smallest bodies (browsers name gzip, deflate and
+// br with equal weight), then gzip, then deflate. ngrok's fourth, compress (Unix LZW), is not
+// among them: see the compress-response action.
+var Codings = []string{"br", "gzip", "deflate"}
 
 // negotiate is NegotiateCoding among codings (a subset of Codings, in order of preference).
 func negotiate(accept []string, codings []string) string {
@@ -175,9 +180,16 @@ type encoder interface {
 	Reset(io.Writer)
 }
 
+// brotliOptions trade density for speed, as responses are compressed while they stream: at
+// quality 1 brotli takes less CPU than gzip's default level and still writes smaller bodies
+// (BenchmarkCompress: a 16 KiB page to 675 bytes against gzip's 805, where quality 2 to 4 take
+// two to three times gzip's time); the 512 KiB window bounds a writer's memory.
+var brotliOptions = brotli.WriterOptions{Quality: 1, LGWin: 19}
+
 var (
-	gzipPool = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
-	zlibPool = sync.Pool{New: func() any { return zlib.NewWriter(io.Discard) }}
+	gzipPool   = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
+	zlibPool   = sync.Pool{New: func() any { return zlib.NewWriter(io.Discard) }}
+	brotliPool = sync.Pool{New: func() any { return brotli.NewWriterOptions(io.Discard, brotliOptions) }}
 )
 
 // compressWriter decides at the final status whether to compress, then writes through the
@@ -204,9 +216,12 @@ func (w *compressWriter) WriteHeader(code int) {
 			if et := h.Get("Etag"); et != "" && !strings.HasPrefix(et, "W/") {
 				h.Set("Etag", "W/"+et)
 			}
-			if w.coding == "gzip" {
+			switch w.coding {
+			case "br":
+				w.enc = brotliPool.Get().(*brotli.Writer)
+			case "gzip":
 				w.enc = gzipPool.Get().(*gzip.Writer)
-			} else {
+			default:
 				w.enc = zlibPool.Get().(*zlib.Writer)
 			}
 			w.enc.Reset(w.ResponseWriter)
@@ -256,6 +271,8 @@ func (w *compressWriter) finish() {
 		gzipPool.Put(e)
 	case *zlib.Writer:
 		zlibPool.Put(e)
+	case *brotli.Writer:
+		brotliPool.Put(e)
 	}
 	w.enc = nil
 }

@@ -2,7 +2,6 @@ package enforce
 
 import (
 	"compress/gzip"
-	"compress/zlib"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,31 +9,47 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/andybalholm/brotli"
 )
 
-// TestNegotiateCoding: q-values decide, gzip wins ties, "*" covers unnamed codings, q=0 and
-// malformed weights refuse, x-gzip is gzip.
+// TestNegotiateCoding: q-values decide, ties go to the server's order (br, gzip, deflate), "*"
+// covers unnamed codings, q=0 and malformed weights refuse, identity and codings edgeplane does
+// not have (zstd, compress) are never chosen, x-gzip is gzip.
 func TestNegotiateCoding(t *testing.T) {
 	for accept, want := range map[string]string{
-		"":                           "",
-		"gzip":                       "gzip",
-		"deflate":                    "deflate",
-		"br":                         "",
-		"gzip, deflate, br":          "gzip",
-		"deflate, gzip":              "gzip",
-		"gzip;q=0.5, deflate;q=0.8":  "deflate",
-		"gzip;q=0":                   "",
-		"gzip;q=0, *":                "deflate",
-		"*":                          "gzip",
-		"*;q=0":                      "",
-		"identity":                   "",
-		"GZIP ; Q=0.3":               "gzip",
-		"gzip;q=nonsense":            "",
-		"gzip;q=2":                   "",
-		"x-gzip":                     "gzip",
-		"br;q=1, gzip;q=0.1":         "gzip",
-		"deflate;q=0.5, gzip;q=0.5":  "gzip",
-		"gzip;q=0.2,gzip;q=0.9,zstd": "gzip",
+		"":                                  "",
+		"gzip":                              "gzip",
+		"deflate":                           "deflate",
+		"br":                                "br",
+		"gzip, deflate, br":                 "br",
+		"gzip, deflate, br, zstd":           "br",
+		"deflate, gzip":                     "gzip",
+		"gzip;q=0.5, deflate;q=0.8":         "deflate",
+		"gzip;q=1.0, br; q=0.5, *;q=0":      "gzip", // ngrok's documented example
+		"gzip;q=0":                          "",
+		"gzip;q=0, *":                       "br",
+		"br;q=0, *":                         "gzip",
+		"br;q=0, gzip;q=0, *;q=0.1":         "deflate",
+		"*":                                 "br",
+		"*;q=0":                             "",
+		"*;q=0, deflate":                    "deflate",
+		"identity":                          "",
+		"identity;q=0":                      "",
+		"identity, gzip;q=0.001":            "gzip",
+		"compress, zstd":                    "",
+		"GZIP ; Q=0.3":                      "gzip",
+		"BR;Q=0.3, gzip;q=0.2":              "br",
+		"gzip;q=nonsense":                   "",
+		"gzip;q=2":                          "",
+		"gzip;q=-1":                         "",
+		"x-gzip":                            "gzip",
+		"br;q=1, gzip;q=0.1":                "br",
+		"br;q=0.1, gzip;q=1":                "gzip",
+		"deflate;q=0.5, gzip;q=0.5":         "gzip",
+		"deflate;q=0.5, br;q=0.5":           "br",
+		"gzip;q=0.2,gzip;q=0.9,zstd":        "gzip",
+		"gzip;level=1;q=0.4, deflate;q=0.3": "gzip",
 	} {
 		if got := NegotiateCoding([]string{accept}); got != want {
 			t.Errorf("Accept-Encoding %q: %q, want %q", accept, got, want)
@@ -97,7 +112,9 @@ func TestCompression(t *testing.T) {
 		{"GET", "/", "gzip, deflate", "gzip", "Accept-Encoding"},
 		{"GET", "/", "deflate", "deflate", "Accept-Encoding"},
 		{"GET", "/", "", "", "Accept-Encoding"}, // not accepted: unchanged, but the answer varies
-		{"GET", "/", "br", "", "Accept-Encoding"},
+		{"GET", "/", "br", "br", "Accept-Encoding"},
+		{"GET", "/", "gzip, deflate, br", "br", "Accept-Encoding"},
+		{"GET", "/", "zstd", "", "Accept-Encoding"},
 		{"GET", "/json", "gzip", "gzip", "Origin, Accept-Encoding"},
 		{"GET", "/encoded", "gzip", "br", ""},
 		{"GET", "/range", "gzip", "", ""},
@@ -124,25 +141,15 @@ func TestCompression(t *testing.T) {
 		if got := strings.Join(resp.Header.Values("Vary"), ", "); got != cs.vary {
 			t.Errorf("%s: Vary %q, want %q", name, got, cs.vary)
 		}
-		if cs.coding == "gzip" || cs.coding == "deflate" {
+		if cs.coding != "" && cs.path != "/encoded" { // compressed here (/encoded comes encoded)
 			if cl := resp.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(raw)) {
 				t.Errorf("%s: a compressed response kept the upstream's Content-Length %s", name, cl)
 			}
 			if et := resp.Header.Get("Etag"); et != `W/"v1"` {
 				t.Errorf("%s: ETag %q, want it weak", name, et)
 			}
-			var rd io.ReadCloser
-			if cs.coding == "gzip" {
-				rd, err = gzip.NewReader(strings.NewReader(string(raw)))
-			} else {
-				rd, err = zlib.NewReader(strings.NewReader(string(raw)))
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			body, err := io.ReadAll(rd)
-			if err != nil || string(body) != page {
-				t.Errorf("%s: decoded %d bytes (%v), want the page", name, len(body), err)
+			if body := decoded(t, cs.coding, string(raw)); body != page {
+				t.Errorf("%s: decoded %d bytes, want the page", name, len(body))
 			}
 			if len(raw) >= len(page)/4 {
 				t.Errorf("%s: %d bytes compressed to %d", name, len(page), len(raw))
@@ -158,9 +165,16 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-// TestCompressionStreams: a streamed response is compressed as it goes, each flush reaching
-// the client before the upstream writes more; nothing is held back until the end.
+// TestCompressionStreams: a streamed response is compressed as it goes, with gzip and with br,
+// each flush reaching the client before the upstream writes more; nothing is held back until
+// the end.
 func TestCompressionStreams(t *testing.T) {
+	for _, coding := range []string{"gzip", "br"} {
+		compressionStreams(t, coding)
+	}
+}
+
+func compressionStreams(t *testing.T, coding string) {
 	next := make(chan struct{})
 	srv := httptest.NewServer(NewCompression().Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -176,18 +190,20 @@ func TestCompressionStreams(t *testing.T) {
 	})))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL, nil)
-	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("Accept-Encoding", coding)
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.Header.Get("Content-Encoding") != "gzip" {
+	if resp.Header.Get("Content-Encoding") != coding {
 		t.Fatalf("not compressed: %v", resp.Header)
 	}
-	zr, err := gzip.NewReader(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	var zr io.Reader = brotli.NewReader(resp.Body)
+	if coding == "gzip" {
+		if zr, err = gzip.NewReader(resp.Body); err != nil {
+			t.Fatal(err)
+		}
 	}
 	buf := make([]byte, 64)
 	for i := range 3 {
@@ -197,11 +213,11 @@ func TestCompressionStreams(t *testing.T) {
 			n, err := zr.Read(buf[:len(want)-len(got)])
 			got += string(buf[:n])
 			if err != nil {
-				t.Fatalf("event %d: %q, %v", i, got, err)
+				t.Fatalf("%s event %d: %q, %v", coding, i, got, err)
 			}
 		}
 		if got != want {
-			t.Fatalf("event %d: %q", i, got)
+			t.Fatalf("%s event %d: %q", coding, i, got)
 		}
 		next <- struct{}{} // the upstream writes the next event only now
 	}

@@ -16,9 +16,10 @@ import (
 // matched; in on_http_request it asks for the response to come to be compressed. A response
 // an action answers in on_http_response (deny, custom-response) is not compressed.
 //
-// edgeplane compresses with gzip and deflate. An empty algorithms list allows both; a list
-// naming br or compress (codings ngrok has and edgeplane does not) fails the stage's build
-// naming them, rather than compressing with less than the document asks.
+// edgeplane compresses with br, gzip and deflate, and an empty algorithms list allows the
+// three. ngrok also lists compress, the Unix LZW format: no maintained Go library writes it,
+// and no browser or common HTTP client asks for it, so a list naming it fails the stage's
+// build naming it, rather than negotiating among less than the document allows.
 func init() {
 	build := func(a *trafficpolicy.Action, cfg any) ([]string, error) {
 		algs := cfg.(*trafficpolicy.CompressResponseConfig).Algorithms
@@ -32,7 +33,7 @@ func init() {
 			}
 		}
 		if len(missing) > 0 {
-			return nil, fmt.Errorf("%s.config.algorithms: edgeplane does not compress with %s yet (only %s)",
+			return nil, fmt.Errorf("%s.config.algorithms: edgeplane does not compress with %s (only %s)",
 				a.Path, strings.Join(missing, ", "), strings.Join(Codings, ", "))
 		}
 		// Codings' order settles ties of q-values, as the compression module does.

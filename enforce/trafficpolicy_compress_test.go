@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/andybalholm/brotli"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -20,6 +21,8 @@ func decoded(t *testing.T, coding, body string) string {
 		r, err = gzip.NewReader(r)
 	case "deflate":
 		r, err = zlib.NewReader(r)
+	case "br":
+		r = brotli.NewReader(r)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", coding, err)
@@ -41,8 +44,10 @@ func TestPolicyCompressResponse(t *testing.T) {
 	  {"expressions":["req.url.path == '/page'"],"actions":[{"type":"compress-response"}]}]}`, PolicyOptions{})
 	for _, c := range []struct{ path, accept, coding string }{
 		{"/page", "gzip, deflate", "gzip"},
+		{"/page", "gzip, deflate, br", "br"},
 		{"/page", "deflate;q=1, gzip;q=0.5", "deflate"},
-		{"/page", "br", ""},
+		{"/page", "br", "br"},
+		{"/page", "zstd", ""},
 		{"/api/x", "gzip, deflate", "deflate"}, // only deflate is allowed there
 		{"/api/x", "gzip", ""},
 		{"/other", "gzip", ""}, // no rule matches
@@ -70,7 +75,7 @@ func TestPolicyCompressResponse(t *testing.T) {
 }
 
 // TestPolicyCompressResponseRefused: an algorithm ngrok does not have is refused by Parse (the
-// API's 400); one ngrok has and edgeplane does not (br, compress) fails the build naming it.
+// API's 400); the one ngrok has and edgeplane does not (compress) fails the build naming it.
 func TestPolicyCompressResponseRefused(t *testing.T) {
 	for cfg, want := range map[string]string{
 		`{"algorithms":["zstd"]}`:          `"zstd" is not a compression algorithm`,
@@ -86,7 +91,7 @@ func TestPolicyCompressResponseRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewTrafficPolicy(p); err == nil || !strings.Contains(err.Error(), "on_http_request[0].actions[0].config.algorithms: edgeplane does not compress with br, compress yet") {
-		t.Errorf("br and compress: %v", err)
+	if _, err := NewTrafficPolicy(p); err == nil || !strings.Contains(err.Error(), "on_http_request[0].actions[0].config.algorithms: edgeplane does not compress with compress (only br, gzip, deflate)") {
+		t.Errorf("compress: %v", err)
 	}
 }

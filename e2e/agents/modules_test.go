@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/andybalholm/brotli"
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -235,6 +236,8 @@ func decode(t *testing.T, coding string, raw []byte) string {
 		rd, err = gzip.NewReader(strings.NewReader(string(raw)))
 	case "deflate":
 		rd, err = zlib.NewReader(strings.NewReader(string(raw)))
+	case "br":
+		rd = brotli.NewReader(strings.NewReader(string(raw)))
 	default:
 		return string(raw)
 	}
@@ -248,9 +251,10 @@ func decode(t *testing.T, coding string, raw []byte) string {
 	return string(b)
 }
 
-// TestCompressionOnTraffic: a route with compression answers gzip or deflate as the client
-// prefers, leaves alone what it should not compress, streams (each event before the next is
-// written), and the same holds for a bind's Compression option.
+// TestCompressionOnTraffic: a route with compression answers br, gzip or deflate as the client
+// prefers (br on a tie), leaves alone what it should not compress, streams (each event before
+// the next is written, with gzip and with br), and the same holds for a bind's Compression
+// option.
 func TestCompressionOnTraffic(t *testing.T) {
 	w := start(t)
 	gate := make(chan struct{})
@@ -267,10 +271,12 @@ func TestCompressionOnTraffic(t *testing.T) {
 	check := func(base string) {
 		t.Helper()
 		for _, cs := range []struct{ path, accept, coding, vary string }{
-			{"/page", "gzip, deflate, br", "gzip", "Accept-Encoding"},
+			{"/page", "gzip, deflate, br", "br", "Accept-Encoding"},
+			{"/page", "gzip, deflate", "gzip", "Accept-Encoding"},
 			{"/page", "gzip;q=0.4, deflate", "deflate", "Accept-Encoding"},
 			{"/page", "", "", "Accept-Encoding"},
-			{"/page", "br", "", "Accept-Encoding"},
+			{"/page", "br", "br", "Accept-Encoding"},
+			{"/page", "br;q=0, zstd", "", "Accept-Encoding"},
 			{"/image", "gzip", "", ""},
 		} {
 			hdr := map[string]*string{}
@@ -292,27 +298,31 @@ func TestCompressionOnTraffic(t *testing.T) {
 			}
 		}
 		// A stream: each event reaches the client before the upstream writes the next.
-		req, _ := http.NewRequest("GET", base+"/stream", nil)
-		req.Header.Set("Accept-Encoding", "gzip")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		defer resp.Body.Close()
-		if resp.Header.Get("Content-Encoding") != "gzip" {
-			t.Fatalf("stream not compressed: %v", resp.Header)
-		}
-		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		for i := range 3 {
-			want := "data: event " + strconv.Itoa(i) + "\n\n"
-			buf := make([]byte, len(want))
-			if _, err := io.ReadFull(zr, buf); err != nil || string(buf) != want {
-				t.Fatalf("stream event %d: %q %v", i, buf, err)
+		for _, coding := range []string{"gzip", "br"} {
+			req, _ := http.NewRequest("GET", base+"/stream", nil)
+			req.Header.Set("Accept-Encoding", coding)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("stream: %v", err)
 			}
-			gate <- struct{}{}
+			defer resp.Body.Close()
+			if resp.Header.Get("Content-Encoding") != coding {
+				t.Fatalf("stream not compressed with %s: %v", coding, resp.Header)
+			}
+			var zr io.Reader = brotli.NewReader(resp.Body)
+			if coding == "gzip" {
+				if zr, err = gzip.NewReader(resp.Body); err != nil {
+					t.Fatalf("stream: %v", err)
+				}
+			}
+			for i := range 3 {
+				want := "data: event " + strconv.Itoa(i) + "\n\n"
+				buf := make([]byte, len(want))
+				if _, err := io.ReadFull(zr, buf); err != nil || string(buf) != want {
+					t.Fatalf("%s stream event %d: %q %v", coding, i, buf, err)
+				}
+				gate <- struct{}{}
+			}
 		}
 	}
 	check("https://zip.example.com")
