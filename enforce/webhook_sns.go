@@ -30,11 +30,15 @@ type snsCerts struct {
 	byURL     map[string]*x509.Certificate
 }
 
+// newSNSCerts fetches with c (nil: a client with a 10 s timeout), never following a redirect:
+// only the SNS hosts are trusted to serve a certificate, not wherever one of them points.
 func newSNSCerts(c *http.Client) *snsCerts {
 	if c == nil {
 		c = &http.Client{Timeout: 10 * time.Second}
 	}
-	return &snsCerts{client: c, allowHost: snsCertHost.MatchString, byURL: map[string]*x509.Certificate{}}
+	noRedirect := *c
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &snsCerts{client: &noRedirect, allowHost: snsCertHost.MatchString, byURL: map[string]*x509.Certificate{}}
 }
 
 // get returns the certificate at raw, fetching it once; only https URLs on the SNS host pattern

@@ -72,6 +72,10 @@ func TestWebhookSNS(t *testing.T) {
 	var fetches atomic.Int32
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fetches.Add(1)
+		if r.URL.Path == "/redirect.pem" {
+			http.Redirect(w, r, "/SimpleNotificationService-1.pem", http.StatusFound)
+			return
+		}
 		if r.URL.Path != "/SimpleNotificationService-1.pem" {
 			http.NotFound(w, r)
 			return
@@ -141,6 +145,8 @@ func TestWebhookSNS(t *testing.T) {
 	refuse("a certificate over plain HTTP", string(snsSign(t, key, bad)), "not an https .pem URL")
 	bad["SigningCertURL"] = srv.URL + "/missing.pem"
 	refuse("a certificate that is not there", string(snsSign(t, key, bad)), "could not be fetched")
+	bad["SigningCertURL"] = srv.URL + "/redirect.pem"
+	refuse("a certificate URL that redirects", string(snsSign(t, key, bad)), "status 302")
 	var m map[string]string
 	_ = json.Unmarshal([]byte(good), &m)
 	m["Signature"] = "%%%"
