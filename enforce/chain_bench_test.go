@@ -76,7 +76,7 @@ func BenchmarkChain(b *testing.B) {
 }
 
 // BenchmarkCompress is the compression module on a 16 KiB compressible page, once per coding a
-// client may be given (br, gzip, deflate) and with none (the client accepts no coding): the
+// client may be given (br, gzip, deflate, compress) and with none (the client accepts no coding): the
 // cost of each coding relative to the others and to passing the page through, on one machine
 // in one run. It reports the compressed size per response as bytes/op.
 func BenchmarkCompress(b *testing.B) {
@@ -90,7 +90,7 @@ func BenchmarkCompress(b *testing.B) {
 		_, _ = w.Write(page)
 	})
 	h := NewCompression().Wrap(final)
-	for _, accept := range []string{"", "br", "gzip", "deflate"} {
+	for _, accept := range []string{"", "br", "gzip", "deflate", "compress"} {
 		b.Run("accept="+accept, func(b *testing.B) {
 			r, _ := http.NewRequest("GET", "https://app.example.com/", nil)
 			r.Header.Set("Accept-Encoding", accept)

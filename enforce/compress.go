@@ -14,8 +14,8 @@ import (
 )
 
 // Compression is the compression module (and an agent bind's Compression option): a response
-// is compressed with br, gzip or deflate, the coding the client's Accept-Encoding prefers by
-// q-value (on a tie, the first of Codings), when
+// is compressed with br, gzip, deflate or compress, the coding the client's Accept-Encoding
+// prefers by q-value (on a tie, the first of Codings), when
 //
 //   - its content type is compressible (text, JSON, XML, JavaScript, SVG and the like),
 //   - the upstream did not encode it already (no Content-Encoding but identity),
@@ -58,15 +58,15 @@ func (c *Compression) Wrap(next http.Handler) http.Handler {
 
 // NegotiateCoding picks the coding for an Accept-Encoding header's values: the one of Codings
 // with the highest q-value above 0 (on a tie, the first in Codings; "*" stands for any coding
-// not named; x-gzip is gzip; q=0 refuses a coding), or "" when the client accepts none of
-// them, and the response goes as it is.
+// not named; x-gzip is gzip and x-compress compress; q=0 refuses a coding), or "" when the
+// client accepts none of them, and the response goes as it is.
 func NegotiateCoding(accept []string) string { return negotiate(accept, Codings) }
 
 // Codings are the content codings edgeplane compresses with, in its order of preference on a
 // tie of q-values: br first, as it makes the smallest bodies (browsers name gzip, deflate and
-// br with equal weight), then gzip, then deflate. ngrok's fourth, compress (Unix LZW), is not
-// among them: see the compress-response action.
-var Codings = []string{"br", "gzip", "deflate"}
+// br with equal weight), then gzip, then deflate, and compress (Unix LZW, which makes the
+// largest) last: ngrok's four.
+var Codings = []string{"br", "gzip", "deflate", "compress"}
 
 // negotiate is NegotiateCoding among codings (a subset of Codings, in order of preference).
 func negotiate(accept []string, codings []string) string {
@@ -90,8 +90,11 @@ func negotiate(accept []string, codings []string) string {
 					weight = f
 				}
 			}
-			if name == "x-gzip" {
+			switch name {
+			case "x-gzip":
 				name = "gzip"
+			case "x-compress":
+				name = "compress"
 			}
 			if name == "*" {
 				star = weight
@@ -190,6 +193,7 @@ var (
 	gzipPool   = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
 	zlibPool   = sync.Pool{New: func() any { return zlib.NewWriter(io.Discard) }}
 	brotliPool = sync.Pool{New: func() any { return brotli.NewWriterOptions(io.Discard, brotliOptions) }}
+	lzwPool    = sync.Pool{New: func() any { return newLZWWriter(io.Discard) }}
 )
 
 // compressWriter decides at the final status whether to compress, then writes through the
@@ -221,6 +225,8 @@ func (w *compressWriter) WriteHeader(code int) {
 				w.enc = brotliPool.Get().(*brotli.Writer)
 			case "gzip":
 				w.enc = gzipPool.Get().(*gzip.Writer)
+			case "compress":
+				w.enc = lzwPool.Get().(*lzwWriter)
 			default:
 				w.enc = zlibPool.Get().(*zlib.Writer)
 			}
@@ -273,6 +279,8 @@ func (w *compressWriter) finish() {
 		zlibPool.Put(e)
 	case *brotli.Writer:
 		brotliPool.Put(e)
+	case *lzwWriter:
+		lzwPool.Put(e)
 	}
 	w.enc = nil
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/andybalholm/brotli"
 )
 
-// TestNegotiateCoding: q-values decide, ties go to the server's order (br, gzip, deflate), "*"
-// covers unnamed codings, q=0 and malformed weights refuse, identity and codings edgeplane does
-// not have (zstd, compress) are never chosen, x-gzip is gzip.
+// TestNegotiateCoding: q-values decide, ties go to the server's order (br, gzip, deflate,
+// compress), "*" covers unnamed codings, q=0 and malformed weights refuse, identity and codings
+// edgeplane does not have (zstd) are never chosen, x-gzip is gzip and x-compress compress.
 func TestNegotiateCoding(t *testing.T) {
 	for accept, want := range map[string]string{
 		"":                                  "",
@@ -31,13 +31,18 @@ func TestNegotiateCoding(t *testing.T) {
 		"gzip;q=0, *":                       "br",
 		"br;q=0, *":                         "gzip",
 		"br;q=0, gzip;q=0, *;q=0.1":         "deflate",
+		"br;q=0, gzip;q=0, deflate;q=0, *":  "compress",
 		"*":                                 "br",
 		"*;q=0":                             "",
 		"*;q=0, deflate":                    "deflate",
 		"identity":                          "",
 		"identity;q=0":                      "",
 		"identity, gzip;q=0.001":            "gzip",
-		"compress, zstd":                    "",
+		"compress, zstd":                    "compress",
+		"x-compress":                        "compress",
+		"compress, deflate":                 "deflate",
+		"compress;q=1, gzip;q=0.5":          "compress",
+		"zstd":                              "",
 		"GZIP ; Q=0.3":                      "gzip",
 		"BR;Q=0.3, gzip;q=0.2":              "br",
 		"gzip;q=nonsense":                   "",
@@ -115,6 +120,7 @@ func TestCompression(t *testing.T) {
 		{"GET", "/", "br", "br", "Accept-Encoding"},
 		{"GET", "/", "gzip, deflate, br", "br", "Accept-Encoding"},
 		{"GET", "/", "zstd", "", "Accept-Encoding"},
+		{"GET", "/", "compress", "compress", "Accept-Encoding"},
 		{"GET", "/json", "gzip", "gzip", "Origin, Accept-Encoding"},
 		{"GET", "/encoded", "gzip", "br", ""},
 		{"GET", "/range", "gzip", "", ""},

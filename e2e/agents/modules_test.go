@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,6 +239,14 @@ func decode(t *testing.T, coding string, raw []byte) string {
 		rd, err = zlib.NewReader(strings.NewReader(string(raw)))
 	case "br":
 		rd = brotli.NewReader(strings.NewReader(string(raw)))
+	case "compress":
+		cmd := exec.Command("gzip", "-dc") // gzip reads the compress program's .Z format
+		cmd.Stdin = strings.NewReader(string(raw))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("compress body: %v", err)
+		}
+		return string(out)
 	default:
 		return string(raw)
 	}
@@ -277,6 +286,7 @@ func TestCompressionOnTraffic(t *testing.T) {
 			{"/page", "", "", "Accept-Encoding"},
 			{"/page", "br", "br", "Accept-Encoding"},
 			{"/page", "br;q=0, zstd", "", "Accept-Encoding"},
+			{"/page", "compress", "compress", "Accept-Encoding"},
 			{"/image", "gzip", "", ""},
 		} {
 			hdr := map[string]*string{}
