@@ -95,9 +95,9 @@ type Link struct {
 // under the Link's mu unless atomic.
 type peer struct {
 	id      string
-	addr    string    // the address to dial
-	wanted  bool      // named by the last SetPeers
-	out     *outLink  // the link this replica dialled, while it is up
+	addr    string   // the address to dial
+	wanted  bool     // named by the last SetPeers
+	out     *outLink // the link this replica dialled, while it is up
 	dialing chan struct{}
 	fails   int       // failed attempts since the last success
 	retryAt time.Time // no new attempt before
