@@ -24,13 +24,16 @@ type outLink struct {
 	sess    muxado.Session
 	streams atomic.Int64  // forwarded streams open on it
 	ws      *windows      // its streams' send windows
+	dog     *watchdog     // ends it when the peer goes quiet
 	done    chan struct{} // closed once the session has ended
 	reason  atomic.Pointer[error]
+	down    atomic.Bool // set as the link starts ending: no new stream is opened on it
 }
 
 // fail ends the link for reason, which its log line gives.
 func (o *outLink) fail(reason error) {
 	o.reason.CompareAndSwap(nil, &reason)
+	o.down.Store(true)
 	o.sess.Close()
 }
 
@@ -106,6 +109,9 @@ func (l *Link) link(ctx context.Context, id, addr string) (*outLink, error) {
 		p := l.peerLocked(id)
 		if o := p.out; o != nil {
 			l.mu.Unlock()
+			if o.down.Load() {
+				return nil, unavailable(id, "the link is going down: %v", *o.reason.Load())
+			}
 			return o, nil
 		}
 		ch := p.dialing
@@ -181,10 +187,10 @@ func (l *Link) connect(p *peer, addr string) (*outLink, error) {
 		l.untrack(raw)
 		return nil, err
 	}
-	ws := newWindows()
+	ws, dog := newWindows(), newWatchdog(l.t.heartbeat)
 	sess := muxado.Client(rawCloser{tc, raw}, &muxado.Config{MaxWindowSize: l.window, AcceptBacklog: 1,
-		NewFramer: newGuardFramer(l.window, false, ws)})
-	return &outLink{p: p, raw: raw, sess: sess, ws: ws, done: make(chan struct{})}, nil
+		NewFramer: newGuardFramer(l.window, false, ws, dog)})
+	return &outLink{p: p, raw: raw, sess: sess, ws: ws, dog: dog, done: make(chan struct{})}, nil
 }
 
 // watch waits for a dialled link's end, marks its peer down, and backs off before dialling it
@@ -192,6 +198,8 @@ func (l *Link) connect(p *peer, addr string) (*outLink, error) {
 func (l *Link) watch(o *outLink) {
 	defer l.wg.Done()
 	err, _, _ := o.sess.Wait()
+	o.dog.stop()
+	o.down.Store(true)
 	o.ws.end(errLinkDown)
 	close(o.done)
 	l.untrack(o.raw)
@@ -211,16 +219,13 @@ func (l *Link) watch(o *outLink) {
 	}
 }
 
-// heartbeat pings the peer over the link's ping stream every interval, and ends the link when
-// no echo has come back for the heartbeat timeout. A timer, not a deadline, watches the echoes,
-// so a ping stuck behind a peer that stopped reading is caught too. The peer, in turn, ends the
-// link when the pings stop.
+// heartbeat pings the peer over the link's ping stream every interval, which the peer echoes,
+// and arms the link's watchdog, which ends the link when nothing at all has come from the peer
+// for the heartbeat timeout (guard.go). The peer, in turn, ends the link when nothing comes from
+// this replica.
 func (l *Link) heartbeat(o *outLink) {
 	defer l.wg.Done()
-	watchdog := time.AfterFunc(l.t.heartbeat, func() {
-		o.fail(fmt.Errorf("no heartbeat answered within %s", l.t.heartbeat))
-	})
-	defer watchdog.Stop()
+	o.dog.start(o.fail)
 	st, err := o.sess.OpenStream()
 	if err != nil {
 		o.fail(err)
@@ -248,7 +253,6 @@ func (l *Link) heartbeat(o *outLink) {
 			}
 			return
 		}
-		watchdog.Reset(l.t.heartbeat)
 		buf = buf[:0]
 		select {
 		case <-o.done:

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.ngrok.com/muxado/v2"
 	"golang.ngrok.com/muxado/v2/frame"
@@ -52,6 +54,7 @@ type guardFramer struct {
 	window       uint32        // the streams' window: no DATA frame may be larger
 	mayOpen      bool          // whether the peer may open streams
 	windows      *windows      // the streams' send windows, which the framer credits
+	dog          *watchdog     // told of every frame read
 	tripped      atomic.Pointer[guardError]
 	// ending is set once a GOAWAY was written or a write failed; only muxado's writer
 	// goroutine, the only caller of WriteFrame, reads or sets it.
@@ -59,13 +62,14 @@ type guardFramer struct {
 }
 
 // newGuardFramer returns the NewFramer of a link's session: mayOpen for the listening side,
-// whose peer opens the streams, window the streams' window, and ws their send windows.
-func newGuardFramer(window uint32, mayOpen bool, ws *windows) func(io.Reader, io.Writer) frame.Framer {
+// whose peer opens the streams, window the streams' window, ws their send windows, and dog the
+// link's watchdog.
+func newGuardFramer(window uint32, mayOpen bool, ws *windows, dog *watchdog) func(io.Reader, io.Writer) frame.Framer {
 	return func(rd io.Reader, wr io.Writer) frame.Framer {
 		// A TLS record's payload (16 KiB) and a frame header: a frame that fits is written at
 		// once; a larger one is written as one record and then straight from muxado's buffer.
 		w := bufio.NewWriterSize(wr, 16<<10+8)
-		return &guardFramer{Framer: frame.NewFramer(rd, w), w: w, window: window, mayOpen: mayOpen, windows: ws}
+		return &guardFramer{Framer: frame.NewFramer(rd, w), w: w, window: window, mayOpen: mayOpen, windows: ws, dog: dog}
 	}
 }
 
@@ -88,6 +92,7 @@ func (f *guardFramer) ReadFrame() (frame.Frame, error) {
 	if err != nil {
 		return fr, err
 	}
+	f.dog.seen()
 	if fr.StreamId()&(1<<31) != 0 {
 		return nil, f.fail(muxado.ProtocolError, "a frame on stream id 0x%x, whose reserved bit is set", uint32(fr.StreamId()))
 	}
@@ -157,4 +162,63 @@ func (f *guardFramer) write(fr frame.Frame) error {
 		return err
 	}
 	return f.w.Flush()
+}
+
+// watchdog ends a link when nothing at all has been read from its peer for its timeout. Any
+// frame counts, not only heartbeats: on a link busy with bulk transfers a ping can wait behind
+// megabytes of data in either direction, while the data itself shows the peer alive. The
+// dialler pings every interval, and the holder echoes, so an idle link hears from its peer
+// that often too.
+type watchdog struct {
+	last    atomic.Int64 // when the framer last read a frame, in Unix nanoseconds
+	timeout time.Duration
+	fail    func(error)
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+// newWatchdog returns a watchdog that calls fail once timeout has passed without a frame,
+// counting from now, once started.
+func newWatchdog(timeout time.Duration) *watchdog {
+	w := &watchdog{timeout: timeout}
+	w.seen()
+	return w
+}
+
+// seen records that a frame was read.
+func (w *watchdog) seen() { w.last.Store(time.Now().UnixNano()) }
+
+// start arms the watchdog: fail is called, once, if the peer goes quiet.
+func (w *watchdog) start(fail func(error)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.fail = fail
+	w.t = time.AfterFunc(w.timeout, w.check)
+}
+
+func (w *watchdog) check() {
+	idle := time.Since(time.Unix(0, w.last.Load()))
+	if idle >= w.timeout {
+		w.fail(fmt.Errorf("nothing heard from the peer for %s (heartbeat)", idle.Round(time.Millisecond)))
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Reset(w.timeout - idle)
+	}
+}
+
+// stop disarms the watchdog.
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
+	}
 }

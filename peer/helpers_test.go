@@ -45,10 +45,11 @@ func newTestCA(t testing.TB) *testCA {
 	return &testCA{cert: ca.Cert, key: key, ca: ca}
 }
 
-// fastTiming is the link's timing shortened for tests: heartbeats every 50 ms, a link is down
-// after 400 ms without an answer, headers within 300 ms.
+// fastTiming is the link's timing for tests: headers within 300 ms and a shorter backoff. The
+// heartbeat is the real one: shorter, a link busy on a loaded machine running the race
+// detector can go quiet long enough to be taken for a dead one.
 var fastTiming = timing{handshake: 5 * time.Second, header: 300 * time.Millisecond, answer: 5 * time.Second,
-	interval: 50 * time.Millisecond, heartbeat: 400 * time.Millisecond, backoffMin: 50 * time.Millisecond,
+	interval: heartbeatInterval, heartbeat: heartbeatTimeout, backoffMin: 50 * time.Millisecond,
 	backoffMax: 200 * time.Millisecond}
 
 // node is one replica's link, listening on loopback, with its agents.
@@ -88,9 +89,15 @@ func newNode(t testing.TB, ca *testCA, id string, o nodeOpts) *node {
 		accept = o.accept
 	}
 	cfg := Config{Identity: ident, Accept: accept, MaxStreams: o.maxStreams}
-	if o.log != nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.log == nil {
+		o.log = &logBuffer{}
 	}
+	cfg.Logger = slog.New(slog.NewTextHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", id, o.log)
+		}
+	})
 	l, err := newLink(cfg, o.timing, o.window)
 	if err != nil {
 		t.Fatal(err)
@@ -193,14 +200,15 @@ func (l *countingListener) Accept() (net.Conn, error) {
 //
 //   - tn_echo: echoes everything, and half-closes when the stream half-closes;
 //   - tn_source: sends sourceSize bytes of sourceData, then closes;
+//   - tn_sink: reads everything, then answers "k" and closes;
 //   - tn_stall: never reads (a net.Pipe nobody reads), as an agent whose app is stuck;
 //   - tn_gone: no such tunnel here (ErrNoTunnel); tn_fail: the agent cannot be reached.
 type agents struct {
-	echo, source net.Listener
-	mu           sync.Mutex
-	reqs         []Request
-	stalled      []net.Conn // the far ends of tn_stall's pipes, closed at the end
-	conns        []net.Conn
+	echo, source, sink net.Listener
+	mu                 sync.Mutex
+	reqs               []Request
+	stalled            []net.Conn // the far ends of tn_stall's pipes, closed at the end
+	conns              []net.Conn
 }
 
 const sourceSize = 4 << 20
@@ -220,6 +228,10 @@ func newAgents(t testing.TB) *agents {
 		_, _ = io.Copy(io.Discard, c)
 	}), source: listen(t, func(c net.Conn) {
 		_, _ = c.Write(sourceData)
+	}), sink: listen(t, func(c net.Conn) {
+		if _, err := io.Copy(io.Discard, c); err == nil {
+			_, _ = c.Write([]byte("k"))
+		}
 	})}
 	t.Cleanup(func() {
 		a.mu.Lock()
@@ -264,6 +276,8 @@ func (a *agents) accept(ctx context.Context, r Request) (net.Conn, error) {
 		ln = a.echo
 	case "tn_source":
 		ln = a.source
+	case "tn_sink":
+		ln = a.sink
 	case "tn_stall":
 		near, far := net.Pipe()
 		a.mu.Lock()

@@ -146,13 +146,15 @@ func (l *Link) Close() error {
 		return nil
 	}
 	l.closed = true
-	l.cancel()
 	for ln := range l.lns {
 		ln.Close()
 	}
+	// The connections first: a stream of a link ends with an error, where closing the agents'
+	// streams first (the context) would let a holder end some with a clean half-close.
 	for c := range l.conns {
 		c.Close()
 	}
+	l.cancel()
 	l.mu.Unlock()
 	l.wg.Wait()
 	return nil
@@ -225,7 +227,7 @@ func (l *Link) Up(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.peers[id]
-	return p != nil && p.out != nil
+	return p != nil && p.out != nil && !p.out.down.Load()
 }
 
 // upkeep dials the wanted peers that have no link (when their backoff allows), closes idle
@@ -292,7 +294,7 @@ func (l *Link) Stats() []PeerStats {
 	defer l.mu.Unlock()
 	out := make([]PeerStats, 0, len(l.peers))
 	for _, p := range l.peers {
-		out = append(out, PeerStats{Replica: p.id, Addr: p.addr, Up: p.out != nil, Inbound: p.inbound,
+		out = append(out, PeerStats{Replica: p.id, Addr: p.addr, Up: p.out != nil && !p.out.down.Load(), Inbound: p.inbound,
 			StreamsOut: p.streamsOut.Load(), StreamsIn: p.streamsIn.Load(),
 			ForwardedOut: p.forwardedOut.Load(), ForwardedIn: p.forwardedIn.Load(),
 			RefusedOut: p.refusedOut.Load(), RefusedIn: p.refusedIn.Load(),

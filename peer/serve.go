@@ -18,14 +18,13 @@ import (
 // inLink is a link a peer dialled to this replica: the peer opens streams on it, this replica
 // carries them to its agents.
 type inLink struct {
-	p        *peer
-	sess     muxado.Session
-	ctx      context.Context // ends with the link
-	streams  atomic.Int64    // forwarded streams open on it
-	ws       *windows        // its streams' send windows
-	watchdog *time.Timer     // ends the link when the pings stop
-	pinging  atomic.Bool     // the ping stream has been opened
-	reason   atomic.Pointer[error]
+	p       *peer
+	sess    muxado.Session
+	ctx     context.Context // ends with the link
+	streams atomic.Int64    // forwarded streams open on it
+	ws      *windows        // its streams' send windows
+	pinging atomic.Bool     // the ping stream has been opened
+	reason  atomic.Pointer[error]
 }
 
 // fail ends the link for reason, which its log line gives.
@@ -95,9 +94,9 @@ func (l *Link) serveConn(c net.Conn) {
 	if err != nil { // VerifyConnection has refused it already
 		return
 	}
-	ws := newWindows()
+	ws, dog := newWindows(), newWatchdog(l.t.heartbeat)
 	sess := muxado.Server(rawCloser{tc, c}, &muxado.Config{MaxWindowSize: l.window,
-		AcceptBacklog: uint32(l.maxStreams), NewFramer: newGuardFramer(l.window, true, ws)})
+		AcceptBacklog: uint32(l.maxStreams), NewFramer: newGuardFramer(l.window, true, ws, dog)})
 	sctx, cancelSess := context.WithCancel(l.ctx)
 	defer cancelSess()
 	l.mu.Lock()
@@ -105,10 +104,8 @@ func (l *Link) serveConn(c net.Conn) {
 	p.inbound++
 	l.mu.Unlock()
 	in := &inLink{p: p, sess: sess, ctx: sctx, ws: ws}
-	in.watchdog = time.AfterFunc(l.t.heartbeat, func() {
-		in.fail(fmt.Errorf("no heartbeat within %s", l.t.heartbeat))
-	})
-	defer in.watchdog.Stop()
+	dog.start(in.fail)
+	defer dog.stop()
 	l.log.Info("peer link accepted", "peer", id, "remote", c.RemoteAddr().String())
 	for {
 		st, err := sess.AcceptStream()
@@ -217,8 +214,8 @@ func (l *Link) serveStream(in *inLink, st muxado.Stream) {
 	netx.Pipe(c, agent)
 }
 
-// echo answers the pings of a peer's ping stream and keeps its link's watchdog from ending the
-// link while they come. A second ping stream is refused with the link.
+// echo answers the pings of a peer's ping stream. A second ping stream is refused with the
+// link.
 func (l *Link) echo(in *inLink, c *streamConn) {
 	defer c.Close()
 	if !in.pinging.CompareAndSwap(false, true) {
@@ -231,7 +228,6 @@ func (l *Link) echo(in *inLink, c *streamConn) {
 		if _, err := io.ReadFull(c.Stream, b[:]); err != nil {
 			return // the link is ending, or the watchdog will end it
 		}
-		in.watchdog.Reset(l.t.heartbeat)
 		if err := c.send(b[:]); err != nil {
 			return
 		}
