@@ -37,8 +37,16 @@ func (o *outLink) fail(reason error) {
 	o.sess.Close()
 }
 
-// close ends the link without waiting (muxado's Close waits up to 250 ms for its GOAWAY).
-func (o *outLink) close() { go o.sess.Close() }
+// errRetired is why a link to a peer no longer named is closed.
+var errRetired = errors.New("the replica is no longer a peer")
+
+// retire ends the link to a peer no longer named, without waiting (muxado's Close waits up to
+// 250 ms for its GOAWAY).
+func (o *outLink) retire() {
+	o.reason.CompareAndSwap(nil, &errRetired)
+	o.down.Store(true)
+	go o.sess.Close()
+}
 
 // unavailable is a dial error of ErrUnavailable for replica id.
 func unavailable(id string, format string, args ...any) error {
@@ -54,14 +62,15 @@ func (t timing) backoff(fails int) time.Duration {
 	return min(d, t.backoffMax)
 }
 
-// Dial opens a stream to replica id, at addr unless a link to it is up already, for one public
-// connection to a tunnel it holds, and returns it once the replica has opened the stream to the
-// agent: the connection carries the public client's bytes both ways from then on, and its
-// CloseWrite half-closes the agent's stream. The error wraps ErrNoTunnel or ErrAgentDial when
-// the replica refused, and ErrUnavailable when it could not be asked (and ctx's error when ctx
-// ended first). It never waits longer than ctx allows, a handshake (5 s) when a new link is
-// needed, and the replica's answer (10 s); a replica that failed recently is not dialled again
-// before its backoff (250 ms, doubling to 2 s) has passed: Dial fails at once meanwhile.
+// Dial opens a stream to replica id for one public connection to a tunnel it holds, and
+// returns it once the replica has opened the stream to the agent: the connection carries the
+// public client's bytes both ways from then on, and its CloseWrite half-closes the agent's
+// stream. A link to the replica that is up is used; else one is dialled at addr (or at the
+// address SetPeers gave, when addr is ""). The error wraps ErrNoTunnel or ErrAgentDial when the
+// replica refused, and ErrUnavailable when it could not be asked (and ctx's error when ctx ended
+// first). It never waits longer than ctx allows, a handshake (5 s) when a new link is needed,
+// and the replica's answer (10 s); a replica that failed recently is not dialled again before
+// its backoff (250 ms, doubling to 2 s) has passed: Dial fails at once meanwhile.
 func (l *Link) Dial(ctx context.Context, id, addr string, req Request) (net.Conn, error) {
 	hdr, err := appendHeader(make([]byte, 0, 256), req)
 	if err != nil {
@@ -121,7 +130,9 @@ func (l *Link) link(ctx context.Context, id, addr string) (*outLink, error) {
 				l.mu.Unlock()
 				return nil, err
 			}
-			p.addr = addr
+			if addr != "" {
+				p.addr = addr
+			}
 			ch = l.startDialLocked(p)
 		}
 		l.mu.Unlock()
@@ -206,15 +217,22 @@ func (l *Link) watch(o *outLink) {
 	if r := o.reason.Load(); r != nil {
 		err = *r
 	}
+	retired := errors.Is(err, errRetired)
 	l.mu.Lock()
 	p := o.p
 	if p.out == o {
-		p.out, p.fails, p.lastErr = nil, 1, fmt.Errorf("the link went down: %v", err)
-		p.retryAt = time.Now().Add(l.t.backoff(1))
+		p.out, p.lastErr = nil, fmt.Errorf("the link went down: %v", err)
+		if !retired {
+			p.fails, p.retryAt = 1, time.Now().Add(l.t.backoff(1))
+		}
 	}
 	closed := l.closed
 	l.mu.Unlock()
-	if !closed {
+	switch {
+	case closed:
+	case retired:
+		l.log.Info("peer link closed", "peer", p.id, "err", err)
+	default:
 		l.log.Warn("peer link down", "peer", p.id, "err", err)
 	}
 }
@@ -288,10 +306,10 @@ func (l *Link) open(ctx context.Context, o *outLink, hdr []byte) (*streamConn, e
 		c.Close()
 		var ref *refusal
 		switch {
-		case errors.Is(err, ErrUnavailable):
-			return nil, err
 		case errors.As(err, &ref):
 			return nil, fmt.Errorf("peer %s: %w", id, err)
+		case errors.Is(err, ErrUnavailable):
+			return nil, err
 		case errors.Is(err, errBadHeader):
 			o.fail(err)
 			return nil, unavailable(id, "%v", err)

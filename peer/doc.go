@@ -38,7 +38,8 @@
 // Every stream has a 256 KiB flow-control window at each end (Window), so a slow agent or
 // public client holds up only its own stream, and at most Config.MaxStreams (4096 by default) forwarded streams
 // are open on a link in each direction: the memory a link can make a replica hold for unread
-// bytes is at most MaxStreams × Window each way. The dialler refuses a stream past the limit
+// bytes is at most MaxStreams × Window each way (twice that for a peer that also fills the
+// streams the holder has not yet taken). The dialler refuses a stream past the limit
 // itself; the holder answers one past its own limit "busy". The TCP connect and TLS handshake
 // take at most 5 s, the holder's answer at most 10 s.
 //

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -75,6 +76,7 @@ type Link struct {
 	maxStreams int64
 	t          timing
 	window     uint32
+	serverTLS  *tls.Config
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -121,7 +123,7 @@ func newLink(cfg Config, t timing, window uint32) (*Link, error) {
 	}
 	l := &Link{id: cfg.Identity, accept: cfg.Accept, log: cfg.Logger, maxStreams: int64(cfg.MaxStreams),
 		t: t, window: window, peers: map[string]*peer{}, lns: map[net.Listener]struct{}{},
-		conns: map[net.Conn]struct{}{}, wake: make(chan struct{}, 1)}
+		conns: map[net.Conn]struct{}{}, wake: make(chan struct{}, 1), serverTLS: cfg.Identity.ServerConfig()}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
@@ -254,7 +256,7 @@ func (l *Link) upkeep() {
 			case p.wanted && p.out == nil && p.dialing == nil && !now.Before(p.retryAt):
 				l.startDialLocked(p)
 			case l.managed && !p.wanted && p.out != nil && p.streamsOut.Load() == 0:
-				p.out.close()
+				p.out.retire()
 			case !p.wanted && p.out == nil && p.dialing == nil && p.inbound == 0 && p.streamsIn.Load() == 0 &&
 				now.Sub(p.seen) > forgetAfter:
 				delete(l.peers, id)

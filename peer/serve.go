@@ -80,7 +80,7 @@ func (l *Link) serveConn(c net.Conn) {
 	}
 	defer l.leave(c)
 	defer c.Close()
-	tc := tls.Server(c, l.id.ServerConfig())
+	tc := tls.Server(c, l.serverTLS)
 	ctx, cancel := context.WithTimeout(l.ctx, l.t.handshake)
 	err := tc.HandshakeContext(ctx)
 	cancel()
