@@ -244,10 +244,14 @@ func TestDialNothingListening(t *testing.T) {
 		t.Fatalf("dial to a closed port: %v", err)
 	}
 	// A listener that takes connections and closes them: the next dial must not reach it.
-	cl := &countingListener{Listener: listen(t, func(net.Conn) {})}
-	_, err = a.link.Dial(testCtx(t), "rep_b", cl.Addr().String(), req("tn_echo"))
+	var reached atomic.Int64
+	other := listen(t, func(net.Conn) { reached.Add(1) })
+	_, err = a.link.Dial(testCtx(t), "rep_b", other.Addr().String(), req("tn_echo"))
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "next attempt in") {
 		t.Fatalf("second dial: %v", err)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the second dial, within the backoff, connected %d times", n)
 	}
 	if a.link.Up("rep_b") {
 		t.Fatal("rep_b is up")
