@@ -113,3 +113,47 @@ func TestAnswers(t *testing.T) {
 		t.Fatalf("a short answer: %v", err)
 	}
 }
+
+// FuzzReadRequest: whatever a peer sends as a header, the reader reads at most the header's
+// bound, never panics, and returns only requests it would send itself.
+func FuzzReadRequest(f *testing.F) {
+	for _, r := range []Request{{TunnelID: "tn_a", ClientAddr: "1.2.3.4:5"},
+		{TunnelID: "tn_b", ClientAddr: "[::1]:443", Proto: "https", EdgeType: "3", Passthrough: true}} {
+		b, _ := appendHeader(nil, r)
+		f.Add(b[1:])
+	}
+	f.Add([]byte{0xff, 0xff})
+	f.Add(rawHeader(`{"tunnel":"tn_a","client":"1.2.3.4:5","x":1}`)[1:])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rd := bytes.NewReader(b)
+		r, err := readRequest(rd)
+		if read := len(b) - rd.Len(); read > maxHeader {
+			t.Fatalf("read %d bytes", read)
+		}
+		if err != nil {
+			return
+		}
+		again, err := appendHeader(nil, r)
+		if err != nil {
+			t.Fatalf("accepted %+v, which the sender refuses: %v", r, err)
+		}
+		if back, err := readRequest(bytes.NewReader(again[1:])); err != nil || back != r {
+			t.Fatalf("%+v does not survive its header: %+v, %v", r, back, err)
+		}
+	})
+}
+
+// FuzzReadAnswer: whatever a holder answers, the reader never panics and reads at most an
+// answer's bound.
+func FuzzReadAnswer(f *testing.F) {
+	f.Add(appendAnswer(nil, statusOK, ""))
+	f.Add(appendAnswer(nil, statusNoTunnel, "gone"))
+	f.Add([]byte{statusBusy, 200})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rd := bytes.NewReader(b)
+		_ = readAnswer(rd)
+		if read := len(b) - rd.Len(); read > 2+maxMessage {
+			t.Fatalf("read %d bytes", read)
+		}
+	})
+}
