@@ -3,6 +3,7 @@ package peer
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -228,7 +229,9 @@ func TestSetPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2, err := newLink(Config{Identity: ident, Accept: b.agents.accept}, fastTiming, Window)
+	b2log := &logBuffer{}
+	b2, err := newLink(Config{Identity: ident, Accept: b.agents.accept,
+		Logger: slog.New(slog.NewTextHandler(b2log, nil))}, fastTiming, Window)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,6 +265,10 @@ func TestSetPeers(t *testing.T) {
 		}
 		return false
 	})
+	eventually(t, "B to log the link closed", func() bool { return b2log.has("peer link closed by the peer") })
+	if b2log.has("level=WARN") {
+		t.Errorf("B's log of a retired link:\n%s", b2log)
+	}
 	if s := a.stats(b.id); !strings.HasPrefix(s.Addr, "127.0.0.1:") || s.ForwardedOut != 1 {
 		t.Fatalf("stats: %+v", s)
 	}

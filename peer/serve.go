@@ -123,7 +123,7 @@ func (l *Link) serveConn(c net.Conn) {
 		go l.serveStream(in, st)
 	}
 	sess.Close()
-	err, _, _ = sess.Wait()
+	err, remote, _ := sess.Wait()
 	ws.end(errLinkDown)
 	if r := in.reason.Load(); r != nil {
 		err = *r
@@ -132,7 +132,12 @@ func (l *Link) serveConn(c net.Conn) {
 	p.inbound--
 	closed := l.closed
 	l.mu.Unlock()
-	if !closed {
+	code, _ := muxado.GetError(remote)
+	switch {
+	case closed:
+	case remote != nil && code == muxado.NoError && in.reason.Load() == nil:
+		l.log.Info("peer link closed by the peer", "peer", id) // it no longer forwards here
+	default:
 		l.log.Warn("peer link from peer down", "peer", id, "err", err)
 	}
 }
