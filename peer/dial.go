@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -167,7 +168,11 @@ func (l *Link) startDialLocked(p *peer) chan struct{} {
 			p.fails++
 			p.retryAt = time.Now().Add(l.t.backoff(p.fails))
 			p.lastErr = err
-			l.log.Warn("peer link: dial failed", "peer", p.id, "addr", addr, "fails", p.fails, "err", err)
+			level := slog.LevelWarn // the first failure in a row; the retries' at debug
+			if p.fails > 1 {
+				level = slog.LevelDebug
+			}
+			l.log.Log(l.ctx, level, "peer link: dial failed", "peer", p.id, "addr", addr, "fails", p.fails, "err", err)
 			return
 		}
 		p.out, p.fails, p.lastErr = o, 0, nil
