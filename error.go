@@ -63,6 +63,7 @@ const (
 	CodeDomainReservedElsewhere = 414  // domain already reserved by another account (409)
 	CodeCertAndPolicy           = 434  // certificate_id and certificate_management_policy together
 	CodeDomainInUse             = 446  // reserved domain still used by an edge's hostports (409)
+	CodeDomainOnline            = 430  // another account's agent is online on the domain (409)
 	CodeCertificateInUse        = 449  // edgeplane: TLS certificate still attached to a reserved domain (409)
 	CodeNotCA                   = 1913 // ca_pem does not parse or is not a CA certificate
 	CodeSSHCAInUse              = 1964 // SSH certificate authority still has certificates (409)

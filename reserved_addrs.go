@@ -71,6 +71,13 @@ func (c *ReservedAddrCreate) Create(op *Op) (Document, error) {
 		} else if !IsNotFound(err) {
 			return nil, err
 		}
+		// A random-port tcp bind of another account is online on it: reserving it would hand
+		// that endpoint's port to this account.
+		if online, err := op.Tx.OnlineElsewhere(addr); err != nil {
+			return nil, err
+		} else if online {
+			continue
+		}
 		a := &ReservedAddr{Addr: addr}
 		if c.Region != nil {
 			a.Region = *c.Region

@@ -215,6 +215,9 @@ func (c *ReservedDomainCreate) Create(op *Op) (Document, error) {
 			return nil, err
 		}
 	}
+	if err := notOnlineElsewhere(op, name); err != nil {
+		return nil, err
+	}
 	d := &ReservedDomain{Domain: name, Region: deref(c.Region)}
 	c.ApplyTo(&d.Annotations)
 	if s.serviceDomainOf(bare) == "" {
@@ -345,6 +348,29 @@ func notServedElsewhere(op *Op, name string) error {
 	return &Error{Status: http.StatusConflict, Code: CodeDomainReservedElsewhere, Field: "domain",
 		Msg: fmt.Sprintf("domain: %q is served as %q by an edge of another account, under that account's reserved wildcard %q; "+
 			"it can be reserved once that edge no longer serves it", name, hostport, wildcard)}
+}
+
+// notOnlineElsewhere refuses to reserve a name another account's agent is online on (for a
+// wildcard, a name directly under it that no exact reservation covers): the reservation would
+// hand that endpoint's traffic to the caller without its owner acting. A name already
+// reserved is left to the claim, which answers 413 or 414.
+func notOnlineElsewhere(op *Op, name string) error {
+	if _, _, err := op.Tx.Claimed(ClaimDomain, name); !IsNotFound(err) {
+		return err
+	}
+	online, err := op.Tx.OnlineElsewhere(name)
+	switch {
+	case err != nil:
+		return err
+	case !online:
+		return nil
+	case strings.HasPrefix(name, "*."):
+		return &Error{Status: http.StatusConflict, Code: CodeDomainOnline, Field: "domain",
+			Msg: fmt.Sprintf("domain: %q would cover names on which another account is running an active tunnel; "+
+				"it can be reserved once those endpoints are offline", name)}
+	}
+	return &Error{Status: http.StatusConflict, Code: CodeDomainOnline, Field: "domain",
+		Msg: fmt.Sprintf("domain: another account is running an active tunnel on %q; it can be reserved once that endpoint is offline", name)}
 }
 
 func domainInUse(id string) *Error {

@@ -235,6 +235,12 @@ type Tx interface {
 	// what the claim grants to writes relying on it (those share-lock the same object through
 	// Claimed, so one of the two waits for the other's commit and then sees it).
 	ClaimedExclusive(namespace, value string) (objectID string, mine bool, err error)
+	// OnlineElsewhere reports whether an agent of another account is online, on any replica, on
+	// name (a hostname or a TCP address host:port), or, for a wildcard "*.zone", on a name
+	// directly under zone that no exact reservation covers. It locks the name until the
+	// transaction ends, so that a bind of it racing on another replica is either seen here or
+	// sees this write.
+	OnlineElsewhere(name string) (bool, error)
 	// Secret returns the secret kept with the object (see Op.KeepSecret), or the not-found error
 	// when the object is not of the caller's account or keeps none. A CA's rules read its private
 	// key this way to sign; nothing else ever sees it.

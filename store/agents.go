@@ -78,32 +78,23 @@ func (s *Store) ClaimHolder(ctx context.Context, namespace, value string) (accou
 // delete through any replica's API takes them offline.
 func (s *Store) LiveObjects(ctx context.Context, ids []string) (map[string]bool, error) {
 	live := make(map[string]bool, len(ids))
-	for len(ids) > 0 {
-		n := min(len(ids), 500)
-		chunk := ids[:n]
-		ids = ids[n:]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
+	err := inChunks(ids, func(chunk []any) error {
 		q := `SELECT id FROM objects WHERE id IN (?` + strings.Repeat(", ?", len(chunk)-1) + `)`
-		rows, err := s.r.QueryContext(ctx, s.d.rebind(q), args...)
+		rows, err := s.r.QueryContext(ctx, s.d.rebind(q), chunk...)
 		if err != nil {
-			return nil, s.classify(err)
+			return s.classify(err)
 		}
+		defer rows.Close()
 		for rows.Next() {
 			var id string
 			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, s.classify(err)
+				return s.classify(err)
 			}
 			live[id] = true
 		}
-		if err := rows.Close(); err != nil {
-			return nil, s.classify(err)
-		}
-	}
-	return live, nil
+		return s.classify(rows.Err())
+	})
+	return live, err
 }
 
 // SystemSecret returns the deployment-wide secret called name, minting it with mint when no
@@ -167,9 +158,12 @@ type AgentSessionRow struct {
 	Doc  json.RawMessage
 }
 
-// AgentTunnelRow is an online tunnel as stored: Doc is its API document (without uri).
+// AgentTunnelRow is an online tunnel as stored: Doc is its API document (without uri). Name is
+// the public name it serves, lowercase: the hostname of an http, https or tls bind, the address
+// host:port of a tcp bind, "" for a labeled tunnel.
 type AgentTunnelRow struct {
 	ID, SessionID, AccountID string
+	Name                     string
 	Doc                      json.RawMessage
 }
 
@@ -222,13 +216,24 @@ func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
 }
 
 // PutAgentTunnel records a tunnel bound on a session of this replica; a tunnel id presented
-// again by a reconnecting agent is reused only within its account.
+// again by a reconnecting agent is reused only within its account. A tunnel with a name is
+// recorded only while its account may hold the name (holds.go): ErrNameReserved when another
+// account's reservation covers it, ErrNameOnline when another account's agent is online on it.
 func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
+	name := strings.ToLower(r.Name)
+	if !storable(name) {
+		name = ""
+	}
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, doc) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, doc = excluded.doc
+		if name != "" {
+			if err := s.holdName(ctx, tx, r.AccountID, name); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, name, zone, doc) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, name = excluded.name, zone = excluded.zone, doc = excluded.doc
 			WHERE agent_tunnels.account_id = excluded.account_id`),
-			r.ID, r.SessionID, r.AccountID, string(r.Doc))
+			r.ID, r.SessionID, r.AccountID, name, zoneOf(name), string(r.Doc))
 		return affectedOne(s, res, err)
 	})
 }

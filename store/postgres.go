@@ -53,6 +53,14 @@ func (pgDialect) serialLock() string {
 	return `SELECT pg_advisory_xact_lock(` + strconv.Itoa(serialLockClass) + `, hashtext(?))`
 }
 
+// nameLockClass is the first key of the advisory locks of nameLock, whose second is a hash of
+// the name; a collision between two names only makes their writers take turns.
+const nameLockClass = 0x65706e6d // "epnm"
+
+func (pgDialect) nameLock() string {
+	return `SELECT pg_advisory_xact_lock(` + strconv.Itoa(nameLockClass) + `, hashtext(?))`
+}
+
 // SQLSTATEs: class 23 integrity, class 08 connection, 57P01-03 server shutting down or starting.
 func pgCode(err error) string {
 	var e *pgconn.PgError

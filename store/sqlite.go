@@ -57,6 +57,7 @@ func (sqliteDialect) ddl(stmt string) string { return strings.ReplaceAll(stmt, `
 func (sqliteDialect) forShare() string   { return "" }
 func (sqliteDialect) forUpdate() string  { return "" }
 func (sqliteDialect) serialLock() string { return "" }
+func (sqliteDialect) nameLock() string   { return "" }
 
 // lockMigrations needs no lock: the writer's transactions take the database lock at BEGIN.
 func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) {

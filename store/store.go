@@ -51,6 +51,9 @@ type dialect interface {
 	// serialLock is a statement that waits for, and holds until the transaction ends, a lock
 	// named by one argument (an account id); empty where the engine serialises writers anyway.
 	serialLock() string
+	// nameLock is serialLock for a public name (a hostname, a wildcard, a TCP address): a bind
+	// and a reservation of one name take turns on it (holds.go).
+	nameLock() string
 	// lockMigrations serialises migrations across processes starting at once.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
 }
