@@ -131,7 +131,7 @@ func (s *session) resolveName(t *Tunnel, o *bindOpts) *bindError {
 	if !ep.ValidHostname(name, false) {
 		return refuse(ep.AgentCodeBadName, "%q is not a valid hostname.", name)
 	}
-	if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Name: name}); !ok {
+	if ok, _ := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Name: name}); !ok {
 		return refuse(ep.AgentCodeACLName, "The credential ACL policy does not permit binding this name.\nCredential ID: %s\nName: %s", s.cred.ID, name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
@@ -206,7 +206,7 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	defer cancel()
 	serve := func(c net.Conn) { s.gw.serveTCP(t.key().host, c) }
 	if addr == "" {
-		if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{RandomTCP: true}); !ok {
+		if ok, _ := ep.ACLPermits(s.currentACL(), ep.ACLTarget{RandomTCP: true}); !ok {
 			return refuse(ep.AgentCodeACLRandomTCP, "The credential ACL policy does not permit binding random TCP addresses.\nCredential ID: %s", s.cred.ID)
 		}
 		st := s.gw.cfg.Settings
@@ -237,7 +237,7 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	if err != nil || host == "" || perr != nil || port < 1 || port > 65535 {
 		return refuse(ep.AgentCodeBadBind, "The address %q is not host:port.", addr)
 	}
-	if ok, _ := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Addr: addr}); !ok {
+	if ok, _ := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Addr: addr}); !ok {
 		return refuse(ep.AgentCodeACLAddr, "The credential ACL policy does not permit binding this address.\nCredential ID: %s\nAddress: %s", s.cred.ID, addr)
 	}
 	account, obj, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimAddr, addr)
@@ -254,13 +254,22 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	return nil
 }
 
-// register checks that the endpoint is not online already (unless pooled), opens a reserved
-// address's listener, records the tunnel's row and makes it reachable.
+// register checks that the credential's ACL still permits the tunnel, records the tunnel's row
+// (which the store refuses while another account holds its name, on any replica), checks that
+// the endpoint is not online here already (unless pooled), opens a reserved address's listener
+// and makes it reachable. The row comes first, so that a bind another replica's account holds
+// is never reachable here, not even for a moment.
 func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	s.mu.Lock()
 	if _, dup := s.tunnels[t.id]; dup {
 		s.mu.Unlock()
 		return refuse(ep.AgentCodeOnline, "This session already has a tunnel with id %s.", t.id)
+	}
+	// Under the lock the credential check takes to narrow the ACL: a bind that read the old ACL
+	// is either seen by that check or sees the new ACL here.
+	if berr := s.permits(s.acl, t); berr != nil {
+		s.mu.Unlock()
+		return berr
 	}
 	s.tunnels[t.id] = t
 	s.mu.Unlock()
@@ -272,16 +281,32 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 			t.listener.Close()
 		}
 	}
+	if berr := s.putTunnelRow(ctx, t); berr != nil {
+		undo()
+		return berr
+	}
+	unrow := func() {
+		if err := s.gw.cfg.Store.DeleteAgentTunnel(ctx, t.rowID, s.id, s.connID); err != nil {
+			s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
+		}
+	}
 	conflict, first := s.gw.Registry.add(t)
 	switch conflict {
+	case "account":
+		undo()
+		unrow()
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online for another account.", t.url)
 	case "online":
 		undo()
+		unrow()
 		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online. Either\n1. stop your existing endpoint first, or\n2. start both endpoints with pooling enabled to load balance between them.", t.url)
 	case "pool-mix":
 		undo()
+		unrow()
 		return refuse(ep.AgentCodePoolMix, "The endpoint '%s' is online with pooling %s; every bind of a pooled endpoint must enable pooling.", t.url, map[bool]string{true: "disabled", false: "enabled"}[t.pooled])
 	case "pool-tls":
 		undo()
+		unrow()
 		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is online with other TLS settings (mutual TLS CAs, TLS termination or its certificate); every pooled bind of an endpoint must give the same, since the TLS handshake comes before the choice of a bind.", t.url)
 	}
 	if t.proto == "tcp" && first {
@@ -293,16 +318,12 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 			if l, err = s.gw.cfg.ListenTCP(port, func(c net.Conn) { s.gw.serveTCP(t.addr, c) }); err != nil {
 				s.gw.Registry.remove(t)
 				undo()
+				unrow()
 				return refuse(ep.AgentCodeBadBind, "edgeplane cannot listen on port %d for %s: %v", port, t.url, err)
 			}
 		}
 		t.listener = nil // the registry owns it from here, for every bind of the endpoint
 		s.gw.Registry.setTCPListener(t.addr, l)
-	}
-	if err := s.putTunnelRow(ctx, t); err != nil {
-		s.gw.Registry.remove(t)
-		undo()
-		return refuse(ep.AgentCodeBadBind, "edgeplane cannot record the tunnel right now; try again shortly.")
 	}
 	s.gw.log.Info("tunnel online", "session", s.id, "tunnel", t.id, "url", t.url, "labels", t.labels)
 	return nil
@@ -321,7 +342,7 @@ func (s *session) label(m *labelMsg) labelResp {
 			return labelResp{Error: errorText(ep.AgentCodeBadBind, "Label %q is empty or longer than 256 characters.", k)}
 		}
 	}
-	if ok, refused := ep.ACLPermits(s.cred.ACL, ep.ACLTarget{Labels: m.Labels}); !ok {
+	if ok, refused := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Labels: m.Labels}); !ok {
 		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
 	}
 	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}
@@ -333,4 +354,27 @@ func (s *session) label(m *labelMsg) labelResp {
 		return labelResp{Error: berr.text()}
 	}
 	return labelResp{ID: t.id}
+}
+
+// permits checks a tunnel against the credential's ACL acl, with the refusal its bind gets.
+func (s *session) permits(acl []string, t *Tunnel) *bindError {
+	switch {
+	case t.proto == "":
+		if ok, refused := ep.ACLPermits(acl, ep.ACLTarget{Labels: t.labels}); !ok {
+			return refuse(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)
+		}
+	case t.proto == "tcp" && t.reservation == "":
+		if ok, _ := ep.ACLPermits(acl, ep.ACLTarget{RandomTCP: true}); !ok {
+			return refuse(ep.AgentCodeACLRandomTCP, "The credential ACL policy does not permit binding random TCP addresses.\nCredential ID: %s", s.cred.ID)
+		}
+	case t.proto == "tcp":
+		if ok, _ := ep.ACLPermits(acl, ep.ACLTarget{Addr: t.addr}); !ok {
+			return refuse(ep.AgentCodeACLAddr, "The credential ACL policy does not permit binding this address.\nCredential ID: %s\nAddress: %s", s.cred.ID, t.addr)
+		}
+	default:
+		if ok, _ := ep.ACLPermits(acl, ep.ACLTarget{Name: t.host}); !ok {
+			return refuse(ep.AgentCodeACLName, "The credential ACL policy does not permit binding this name.\nCredential ID: %s\nName: %s", s.cred.ID, t.host)
+		}
+	}
+	return nil
 }

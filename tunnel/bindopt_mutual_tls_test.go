@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/edgeplane/edgeplane/store"
 )
 
 // TestMutualTLSOption: the CAs of a mutual TLS option must be PEM CA certificates, at least one
@@ -107,8 +109,9 @@ func TestPooledBindsAgreeOnTLS(t *testing.T) {
 		return s
 	}
 	r := NewRegistry()
+	sess := &session{cred: store.AgentCredential{AccountID: "acct_1"}}
 	bind := func(s *endpointTLS) *Tunnel {
-		return &Tunnel{proto: "https", host: "pool.example.com", pooled: true, tls: s}
+		return &Tunnel{sess: sess, proto: "https", host: "pool.example.com", pooled: true, tls: s}
 	}
 	if conflict, first := r.add(bind(settings(a))); conflict != "" || !first {
 		t.Fatalf("first bind: %q", conflict)

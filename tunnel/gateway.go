@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -225,85 +224,6 @@ func (g *Gateway) Close() error {
 		g.changes.Close()
 	}
 	return nil
-}
-
-// checkOnce takes offline what the store no longer backs: sessions whose credential was deleted
-// (directly, or with the bot user owning it) and tunnels whose reserved domain or address was
-// deleted. It checks the sessions of the accounts the change feed announced since the last
-// check and the sessions authenticated since then, with one query; every fullCheckEvery, and
-// when the feed may have lost announcements, it checks every session. At 10,000 idle sessions
-// checking all of them every CheckInterval was a third of the server's CPU at rest.
-func (g *Gateway) checkOnce() {
-	var announced []string
-	if g.changes != nil {
-		announced = g.changes.Take()
-	}
-	g.mu.Lock()
-	fresh := g.fresh
-	g.fresh = nil
-	g.mu.Unlock()
-	full := g.changes == nil || time.Since(g.lastFull) >= fullCheckEvery || slices.Contains(announced, store.AllAccounts)
-	var sessions []*session
-	switch {
-	case full:
-		g.lastFull = time.Now()
-		sessions = g.snapshotSessions()
-	case len(announced) > 0:
-		accounts := make(map[string]bool, len(announced))
-		for _, a := range announced {
-			accounts[a] = true
-		}
-		sessions = fresh
-		for _, s := range g.snapshotSessions() {
-			if accounts[s.cred.AccountID] {
-				sessions = append(sessions, s)
-			}
-		}
-	default:
-		sessions = fresh
-	}
-	if len(sessions) == 0 {
-		return
-	}
-	// Each id once: many sessions share a credential (10,000 agents of one fleet sent the same
-	// id 10,000 times in every check).
-	seen := make(map[string]struct{}, len(sessions))
-	var ids []string
-	add := func(id string) {
-		if _, dup := seen[id]; !dup {
-			seen[id] = struct{}{}
-			ids = append(ids, id)
-		}
-	}
-	for _, s := range sessions {
-		add(s.cred.ID)
-		for _, t := range s.tunnelList() {
-			if t.reservation != "" {
-				add(t.reservation)
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	live, err := g.cfg.Store.LiveObjects(ctx, ids)
-	cancel()
-	if err != nil {
-		g.log.Warn("agent gateway: cannot check credentials", "err", err)
-		return
-	}
-	for _, s := range sessions {
-		if !live[s.cred.ID] {
-			g.log.Info("agent session ended: its credential was deleted", "session", s.id, "credential", s.cred.ID)
-			g.revoke(s.cred.ID)
-			s.close()
-			continue
-		}
-		for _, t := range s.tunnelList() {
-			if t.reservation != "" && !live[t.reservation] {
-				g.log.Info("tunnel offline: its reservation was deleted", "tunnel", t.id, "url", t.url)
-				s.stopTunnel(t, errorText(ep.AgentCodeNotReserved, "The reservation of %s was deleted.", t.url))
-			}
-		}
-	}
 }
 
 // every runs f every d in a goroutine of its own until the gateway closes.

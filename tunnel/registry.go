@@ -242,9 +242,10 @@ func (r *Registry) Tunnels() int {
 }
 
 // add registers t; for an endpoint already online it refuses unless both the online binds and t
-// ask for pooling, with the same TLS settings. conflict is "" on success, "online", "pool-mix"
-// or "pool-tls" otherwise; first says t is the endpoint's first bind (whose tcp listener is to
-// be opened).
+// ask for pooling, with the same TLS settings, and are of one account. conflict is "" on
+// success, "account" (another account's tunnel serves the name here, on any protocol, pooled or
+// not), "online", "pool-mix" or "pool-tls" otherwise; first says t is the endpoint's first bind
+// (whose tcp listener is to be opened).
 func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -259,6 +260,9 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 		return "", true
 	}
 	key := t.key()
+	if old.heldElsewhere(t) {
+		return "account", false
+	}
 	var tunnels []*Tunnel
 	if g := old.endpoints[key]; g != nil {
 		first := g.tunnels[0]
@@ -278,6 +282,22 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	r.snap.Store(next)
 	r.count++
 	return "", len(tunnels) == 0
+}
+
+// heldElsewhere reports whether a tunnel of another account than t's serves t's name in this
+// snapshot: its tcp address, or its hostname on any of http, https and tls (a name belongs to one
+// account whatever the protocol, as the store's holds say across replicas).
+func (s *snapshot) heldElsewhere(t *Tunnel) bool {
+	keys := []endpointKey{t.key()}
+	if t.proto != "tcp" {
+		keys = []endpointKey{{"http", t.host}, {"https", t.host}, {"tls", t.host}}
+	}
+	for _, k := range keys {
+		if g := s.endpoints[k]; g != nil && g.tunnels[0].AccountID() != t.AccountID() {
+			return true
+		}
+	}
+	return false
 }
 
 // setTCPListener records the public listener of a tcp endpoint.
@@ -338,6 +358,15 @@ func (r *Registry) remove(t *Tunnel) bool {
 	r.snap.Store(next)
 	r.count--
 	return true
+}
+
+// name is the public name the tunnel serves: its hostname, the address of a tcp bind, "" for a
+// labeled tunnel.
+func (t *Tunnel) name() string {
+	if t.proto == "tcp" {
+		return t.addr
+	}
+	return t.host
 }
 
 func (t *Tunnel) key() endpointKey {

@@ -44,3 +44,50 @@ func TestRegistryTunnels(t *testing.T) {
 	r.remove(pool2)
 	want(0, "removing the rest")
 }
+
+// TestRegistryOneAccountPerName: the tunnels serving a name on a replica belong to one account.
+// Another account's bind of it is refused whatever it asks: with pooling on both sides (which
+// would otherwise share the endpoint's traffic with a stranger), or on another protocol of the
+// same hostname; the account's own pooled binds and its other protocols are taken.
+func TestRegistryOneAccountPerName(t *testing.T) {
+	r := NewRegistry()
+	a := &session{cred: store.AgentCredential{AccountID: "acct_a"}}
+	b := &session{cred: store.AgentCredential{AccountID: "acct_b"}}
+	for _, tun := range []*Tunnel{
+		{sess: a, proto: "https", host: "pool.example.com", pooled: true},
+		{sess: a, proto: "tls", host: "pool-tls.example.com", pooled: true},
+		{sess: a, proto: "tcp", addr: "127.0.0.1:20001", pooled: true},
+	} {
+		if conflict, _ := r.add(tun); conflict != "" {
+			t.Fatalf("A's first bind of %s: %q", tun.key(), conflict)
+		}
+	}
+	cases := []struct {
+		name string
+		tun  *Tunnel
+		want string
+	}{
+		{"B pooled on A's pooled https", &Tunnel{sess: b, proto: "https", host: "pool.example.com", pooled: true}, "account"},
+		{"B pooled on A's pooled tls", &Tunnel{sess: b, proto: "tls", host: "pool-tls.example.com", pooled: true}, "account"},
+		{"B pooled on A's pooled tcp", &Tunnel{sess: b, proto: "tcp", addr: "127.0.0.1:20001", pooled: true}, "account"},
+		{"B unpooled on A's name", &Tunnel{sess: b, proto: "https", host: "pool.example.com"}, "account"},
+		{"B's http on A's https name", &Tunnel{sess: b, proto: "http", host: "pool.example.com"}, "account"},
+		{"B's tls on A's https name", &Tunnel{sess: b, proto: "tls", host: "pool.example.com", pooled: true}, "account"},
+		{"A pooled again", &Tunnel{sess: a, proto: "https", host: "pool.example.com", pooled: true}, ""},
+		{"A's http on its https name", &Tunnel{sess: a, proto: "http", host: "pool.example.com"}, ""},
+		{"B on a free name", &Tunnel{sess: b, proto: "https", host: "other.example.com", pooled: true}, ""},
+	}
+	for _, c := range cases {
+		if conflict, _ := r.add(c.tun); conflict != c.want {
+			t.Errorf("%s: %q, want %q", c.name, conflict, c.want)
+		}
+	}
+	if got := r.Endpoint("https", "pool.example.com"); got == nil || got.AccountID() != "acct_a" {
+		t.Fatalf("the endpoint is not A's")
+	}
+	for range 10 {
+		if got := r.Endpoint("https", "pool.example.com"); got.AccountID() != "acct_a" {
+			t.Fatalf("a request of A's pooled endpoint went to %s", got.AccountID())
+		}
+	}
+}

@@ -39,14 +39,28 @@ func (s *session) putRow(ctx context.Context) error {
 }
 
 // putTunnelRow records a tunnel's row, under a new id when the one the agent presented is
-// another account's.
-func (s *session) putTunnelRow(ctx context.Context, t *Tunnel) error {
+// another account's. The store refuses it while another account holds the tunnel's name: its
+// reservation covers the name (the same refusal as before the row, for a reservation made
+// meanwhile), or its agent is online on it, on this replica or another (as when it is online
+// here, whatever the pooling).
+func (s *session) putTunnelRow(ctx context.Context, t *Tunnel) *bindError {
 	err := s.gw.cfg.Store.PutAgentTunnel(ctx, tunnelRow(t))
 	if errors.Is(err, store.ErrIDTaken) {
 		t.rowID, _ = ep.NewID("tn")
 		err = s.gw.cfg.Store.PutAgentTunnel(ctx, tunnelRow(t))
 	}
-	return err
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNameReserved) && t.proto == "tcp":
+		return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s is reserved by another account.", t.addr)
+	case errors.Is(err, store.ErrNameReserved):
+		return refuse(ep.AgentCodeNotReserved, "The domain %s is reserved by another account.", t.host)
+	case errors.Is(err, store.ErrNameOnline):
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online for another account.", t.url)
+	}
+	s.gw.log.Warn("cannot record a tunnel row", "tunnel", t.rowID, "err", err)
+	return refuse(ep.AgentCodeBadBind, "edgeplane cannot record the tunnel right now; try again shortly.")
 }
 
 func tunnelRow(t *Tunnel) store.AgentTunnelRow {
@@ -54,7 +68,7 @@ func tunnelRow(t *Tunnel) store.AgentTunnelRow {
 	doc := ep.Tunnel{Meta: ep.Meta{ID: t.rowID, CreatedAt: started}, PublicURL: t.url, StartedAt: started,
 		Metadata: t.metadata, Proto: t.proto, TunnelSession: ep.NewRef(t.sess.id), Labels: t.labels, ForwardsTo: t.forwardsTo}
 	body, _ := json.Marshal(doc)
-	return store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Doc: body}
+	return store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Name: t.name(), Doc: body}
 }
 
 // ErrNotHere is returned by Command for a session this replica does not hold.

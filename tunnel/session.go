@@ -37,9 +37,12 @@ type session struct {
 
 	mu      sync.Mutex
 	tunnels map[string]*Tunnel // by bind id
-	rows    bool               // the session row was written
-	done    chan struct{}
-	once    sync.Once
+	// acl is the credential's ACL as last read from the store: at Auth, then by the gateway's
+	// check when the credential changes (which stops the tunnels it no longer permits).
+	acl  []string
+	rows bool // the session row was written
+	done chan struct{}
+	once sync.Once
 	// authed is set once Auth succeeded (read by the authentication deadline's timer).
 	authed atomic.Bool
 	rpcs   chan struct{}
@@ -210,6 +213,9 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		return false
 	}
 	s.cred = cred
+	s.mu.Lock()
+	s.acl = cred.ACL
+	s.mu.Unlock()
 	// A reconnecting agent presents its session id again; it keeps it unless it is online here
 	// already (the same agent with two connections, or a stranger's guess).
 	if ep.ValidID("ts", m.ClientID) && s.gw.session(m.ClientID) == nil {
@@ -241,6 +247,13 @@ func redact(token string) string {
 		return token[:8] + "…"
 	}
 	return token
+}
+
+// currentACL is the credential's ACL as the session knows it now.
+func (s *session) currentACL() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acl
 }
 
 func (s *session) tunnel(id string) *Tunnel {
@@ -278,7 +291,7 @@ func (s *session) removeTunnel(t *Tunnel) {
 
 // stopTunnel takes a tunnel offline on the server's initiative and tells the agent, where its
 // protocol version allows (StopTunnel is misread by version-2 agents).
-func (s *session) stopTunnel(t *Tunnel, msg string) {
+func (s *session) stopTunnel(t *Tunnel, code int, msg string) {
 	s.removeTunnel(t)
 	if s.version != "3" {
 		return
@@ -293,7 +306,7 @@ func (s *session) stopTunnel(t *Tunnel, msg string) {
 		}
 		defer st.Close()
 		_ = st.SetWriteDeadline(time.Now().Add(rpcTimeout))
-		body, _ := json.Marshal(stopTunnelMsg{ID: t.id, Message: msg, ErrorCode: "ERR_NGROK_" + strconv.Itoa(ep.AgentCodeNotReserved)})
+		body, _ := json.Marshal(stopTunnelMsg{ID: t.id, Message: msg, ErrorCode: "ERR_NGROK_" + strconv.Itoa(code)})
 		_, _ = st.Write(body)
 		_ = st.CloseWrite()
 	}()
