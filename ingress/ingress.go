@@ -26,6 +26,9 @@ import (
 type Endpoint interface {
 	// ID is the tunnel's id (for connection pooling and logs).
 	ID() string
+	// AccountID is the account of the agent's credential: only the account holding a host may
+	// serve it (holder.go).
+	AccountID() string
 	// Chain is the stages of the endpoint's modules; nil when it has none.
 	Chain() *enforce.Chain
 	// HTTPHandler returns the handler build makes, built on the first call and kept: the

@@ -107,15 +107,19 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 		enforce.ErrorPage(w, http.StatusMisdirectedRequest, 3200, "The Host header does not match the TLS server name.")
 		return
 	}
+	var ep Endpoint
 	if proto == "https" {
-		if e := p.s.plan().HTTPS(host); e != nil {
+		e, hep := p.s.httpsRoute(host)
+		if e != nil {
 			p.serveEdge(w, r, e)
 			return
 		}
+		ep = hep
+	} else {
+		ep = p.s.endpoint(proto, host)
 	}
-	ep := p.s.cfg.Lookup(proto, host)
 	if ep == nil && proto == "http" {
-		if p.s.cfg.Lookup("https", host) != nil || p.s.plan().HTTPS(host) != nil {
+		if e, hep := p.s.httpsRoute(host); e != nil || hep != nil {
 			// An https endpoint or HTTPS edge is served over TLS only; send the browser there.
 			http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 			return

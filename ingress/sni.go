@@ -92,11 +92,12 @@ func (s *Server) routeTLS(c net.Conn) {
 	if s.answerALPN(conn, sni, protos) {
 		return
 	}
-	if e := s.plan().TLS(sni); e != nil {
+	e, ep := s.tlsRoute(sni)
+	if e != nil {
 		s.serveTLSEdge(conn, e)
 		return
 	}
-	if ep := s.cfg.Lookup("tls", sni); ep != nil {
+	if ep != nil {
 		s.serveTLSEndpoint(conn, ep)
 		return
 	}
@@ -114,10 +115,11 @@ func (s *Server) routeTLS(c net.Conn) {
 // listener's base (nil) for a name that asks nothing.
 func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
-	if e := s.plan().HTTPS(name); e != nil {
+	e, ep := s.httpsRoute(name)
+	if e != nil {
 		return connTLS(s.tlsBase, e.TLS, nil), nil
 	}
-	if ep := s.cfg.Lookup("https", name); ep != nil {
+	if ep != nil {
 		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || cert != nil {
 			return connTLS(s.tlsBase, policy, cert), nil
 		}

@@ -25,6 +25,9 @@ type Plan struct {
 	// domains are every account's reserved names; certs the certificates uploaded for them.
 	domains map[string]bool
 	certs   map[string]*tls.Certificate
+	// holders is the account of each exact reserved name, zones the account of each wildcard
+	// by the domain it covers ("example.com" for "*.example.com"): who may serve a host.
+	holders, zones map[string]string
 	// Accounts holds each account's part, so one account's change rebuilds only that part.
 	Accounts map[string]*Account
 }
@@ -184,6 +187,23 @@ func (p *Plan) Reserved(host string) bool {
 	return false
 }
 
+// Holder returns the account whose reservation covers host, which alone may serve it: the
+// exact name's, else the wildcard's one level up, as ep.DomainClaimsFor says; "" when no
+// reservation covers host. host is lowercase. It allocates nothing: the listeners ask it on
+// every request.
+func (p *Plan) Holder(host string) string {
+	if p == nil {
+		return ""
+	}
+	if a, ok := p.holders[host]; ok {
+		return a
+	}
+	if _, zone, ok := strings.Cut(host, "."); ok {
+		return p.zones[zone]
+	}
+	return ""
+}
+
 // Certificate returns the certificate uploaded for the reserved domain covering host (the
 // name's own reservation first, then the wildcard's), or nil.
 func (p *Plan) Certificate(host string) *tls.Certificate {
@@ -258,10 +278,15 @@ func (t TLSPolicy) Config(base *tls.Config) *tls.Config {
 // the API's claims prevent) goes to the first account in the map's order that has it.
 func Merge(accounts map[string]*Account) *Plan {
 	p := &Plan{https: map[string]*HTTPSEdge{}, tls: map[string]*TLSEdge{}, tcp: map[string]*TCPEdge{}, Accounts: accounts,
-		domains: map[string]bool{}, certs: map[string]*tls.Certificate{}}
+		domains: map[string]bool{}, certs: map[string]*tls.Certificate{}, holders: map[string]string{}, zones: map[string]string{}}
 	for _, a := range accounts {
 		for _, d := range a.Domains {
 			p.domains[d] = true
+			if zone, ok := strings.CutPrefix(d, "*."); ok {
+				p.zones[zone] = a.ID
+			} else {
+				p.holders[d] = a.ID
+			}
 		}
 		for name, c := range a.Certs {
 			p.certs[name] = c
