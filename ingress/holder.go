@@ -6,14 +6,13 @@ import "github.com/edgeplane/edgeplane/plan"
 // level up: plan.Holder) decides which account may serve it: only that account's edges and
 // endpoints are routed to, whatever else claims the host. A host no reservation covers (a name
 // under a service domain) is served by the endpoints online on it, which belong to one account
-// (the agent gateway and the store see to that), else by an edge whose wildcard hostport reaches
-// it from further up; an endpoint online on the exact name comes before another account's
-// wildcard edge. Between an edge and an endpoint of the one account that may serve a host, the
-// edge comes first, as it always has.
+// (the agent gateway and the store see to that); edges serve reserved names only. Between an
+// edge and an endpoint of the account that may serve a host, the edge comes first, as always.
 //
 // The API and the agent gateway never let two accounts claim one host; this is the listeners'
-// own check, so that a state they did not foresee (rows written before the rules, a replica
-// that could not see a reservation) never carries one account's traffic to another.
+// own check, so that a state they did not foresee (a reservation made while the replica holding
+// the name's agent could not reach the store, rows written before the rules) never carries a
+// host's traffic to an account that does not hold it.
 
 // httpsRoute returns what serves host over HTTPS: an HTTPS edge, or else an https endpoint;
 // both nil when neither may.
@@ -57,14 +56,11 @@ func (s *Server) endpoint(proto, host string) Endpoint {
 // with an edge of edgeAccount (when edge is set) and an online endpoint ep (nil for none): it
 // reports whether the edge serves, else which endpoint does (nil for none).
 func choose(holder string, edge bool, edgeAccount string, ep Endpoint) (bool, Endpoint) {
-	if ep != nil && holder != "" && ep.AccountID() != holder {
-		ep = nil
-	}
-	if edge && holder != "" && edgeAccount != holder {
-		edge = false
-	}
-	if edge && holder == "" && ep != nil && ep.AccountID() != edgeAccount {
-		edge = false
+	if holder != "" {
+		edge = edge && edgeAccount == holder
+		if ep != nil && ep.AccountID() != holder {
+			ep = nil
+		}
 	}
 	if edge {
 		return true, nil
