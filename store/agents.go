@@ -191,6 +191,31 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 	})
 }
 
+// RestoreAgentSession writes again the row of a session this replica still holds, after the
+// other replicas may have forgotten it (this replica could not refresh its row for
+// LiveTolerance): the row is inserted when it is missing, and left alone when it is there. ours
+// reports whether the row is this connection's now: false when the agent has reconnected to
+// another connection meanwhile, which then holds the session id.
+func (s *Store) RestoreAgentSession(ctx context.Context, r AgentSessionRow) (ours bool, err error) {
+	err = s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		if err := s.touchReplica(ctx, tx, r.Replica); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_sessions (id, account_id, credential_id, replica, conn, seen_at, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`),
+			r.ID, r.AccountID, r.CredentialID, r.Replica, r.Conn, ep.FormatTime(time.Now()), string(r.Doc)); err != nil {
+			return s.classify(err)
+		}
+		var conn string
+		if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT conn FROM agent_sessions WHERE id = ?`), r.ID).Scan(&conn); err != nil {
+			return s.classify(err)
+		}
+		ours = conn == r.Conn
+		return nil
+	})
+	return ours, err
+}
+
 // affectedOne is nil when an upsert wrote its row, ErrIDTaken when its condition kept it out.
 func affectedOne(s *Store, res sql.Result, err error) error {
 	if err != nil {

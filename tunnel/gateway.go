@@ -78,8 +78,10 @@ type Gateway struct {
 	fresh    []*session
 	lastFull time.Time
 	// touched is set once this replica has refreshed its row (owned by the refresh loop): the
-	// first refresh also forgets sessions of replicas without a row.
-	touched bool
+	// first refresh also forgets sessions of replicas without a row. lastTouch is when a refresh
+	// last succeeded: after a longer gap the other replicas may have forgotten this one's rows.
+	touched   bool
+	lastTouch time.Time
 	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
 	// before Serve).
 	echoHandover, streamTypeTimeout time.Duration
@@ -104,6 +106,9 @@ func New(cfg Config) *Gateway {
 		g.changes = cfg.Store.SubscribeAgents()
 	}
 	g.lastFull = time.Now()
+	// The first sessions write the replica's row as they come online; a refresh more than a
+	// tolerance after the start is a lapse like any other.
+	g.lastTouch = time.Now()
 	g.every(g.cfg.CheckInterval, g.checkOnce)
 	g.every(touchInterval, g.touchOnce)
 	g.every(commandPoll, g.commandsOnce)
@@ -311,5 +316,15 @@ func (g *Gateway) touchOnce() {
 		g.log.Warn("agent gateway: cannot refresh session rows", "err", err)
 		return
 	}
-	g.touched = true
+	// A refresh later than LiveTolerance less one interval after the last one may come after the
+	// other replicas counted this one dead and forgot its rows (and with them its agents' holds
+	// on their names): write them again, through the checks of a bind.
+	lapsed := time.Since(g.lastTouch) > store.LiveTolerance-touchInterval
+	g.touched, g.lastTouch = true, time.Now()
+	if lapsed {
+		g.log.Warn("agent gateway: this replica could not refresh its rows for a while; writing them again")
+		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer rcancel()
+		g.reclaim(rctx)
+	}
 }

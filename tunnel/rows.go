@@ -18,14 +18,19 @@ import (
 // The API's view of agents: /tunnel_sessions and /tunnels documents, shaped as in the published
 // schema, stored as rows so every replica lists every replica's agents.
 
-func (s *session) putRow(ctx context.Context) error {
+// sessionRow is the session's row.
+func (s *session) sessionRow() store.AgentSessionRow {
 	started := ep.FormatTime(s.started)
 	doc := ep.TunnelSession{Meta: ep.Meta{ID: s.id, CreatedAt: started}, AgentVersion: s.auth.Extra.Version,
 		Credential: ep.NewRef(s.cred.ID), IP: s.remoteIP(), Metadata: s.auth.Extra.Metadata, OS: s.auth.Extra.OS,
 		StartedAt: started, Transport: "ngrok/v2"}
 	body, _ := json.Marshal(doc)
-	err := s.gw.cfg.Store.PutAgentSession(ctx, store.AgentSessionRow{ID: s.id, AccountID: s.cred.AccountID,
-		CredentialID: s.cred.ID, Replica: s.gw.cfg.Replica, Conn: s.connID, Doc: body})
+	return store.AgentSessionRow{ID: s.id, AccountID: s.cred.AccountID, CredentialID: s.cred.ID,
+		Replica: s.gw.cfg.Replica, Conn: s.connID, Doc: body}
+}
+
+func (s *session) putRow(ctx context.Context) error {
+	err := s.gw.cfg.Store.PutAgentSession(ctx, s.sessionRow())
 	if errors.Is(err, store.ErrIDTaken) { // another credential's session id: take a new one
 		s.id, _ = ep.NewID("ts")
 		return s.putRow(ctx)
@@ -69,6 +74,41 @@ func tunnelRow(t *Tunnel) store.AgentTunnelRow {
 		Metadata: t.metadata, Proto: t.proto, TunnelSession: ep.NewRef(t.sess.id), Labels: t.labels, ForwardsTo: t.forwardsTo}
 	body, _ := json.Marshal(doc)
 	return store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Name: t.name(), Doc: body}
+}
+
+// reclaim writes again the rows of this replica's sessions and tunnels, after a time in which
+// this replica could not refresh its row and the other replicas forgot them (a lost connection
+// to the store, not a crash): until then its agents' names were held by nothing, and another
+// account may have taken one (reserved it, or bound it on another replica). Each tunnel row goes
+// through the same checks as a bind; a tunnel whose name another account now holds is stopped,
+// and its agent told why. A session whose agent has meanwhile reconnected elsewhere ends.
+func (g *Gateway) reclaim(ctx context.Context) {
+	for _, s := range g.snapshotSessions() {
+		s.mu.Lock()
+		written := s.rows
+		s.mu.Unlock()
+		if !written {
+			continue // its Auth is writing it
+		}
+		ours, err := g.cfg.Store.RestoreAgentSession(ctx, s.sessionRow())
+		if err != nil {
+			g.log.Warn("agent gateway: cannot write a session row again", "session", s.id, "err", err)
+			return
+		}
+		if !ours {
+			g.log.Info("agent session ended: its agent reconnected elsewhere", "session", s.id)
+			s.close()
+			continue
+		}
+		for _, t := range s.tunnelList() {
+			berr := s.putTunnelRow(ctx, t)
+			if berr == nil || berr.code == ep.AgentCodeBadBind {
+				continue // written, or the store failed again: the next lapse retries
+			}
+			g.log.Warn("tunnel offline: another account took its name while this replica could not reach the store", "session", s.id, "tunnel", t.id, "url", t.url)
+			s.stopTunnel(t, berr.code, berr.text())
+		}
+	}
 }
 
 // ErrNotHere is returned by Command for a session this replica does not hold.

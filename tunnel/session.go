@@ -272,12 +272,13 @@ func (s *session) tunnelList() []*Tunnel {
 	return out
 }
 
-// removeTunnel takes a tunnel offline: the registry, its TCP listener, and its row.
-func (s *session) removeTunnel(t *Tunnel) {
+// removeTunnel takes a tunnel offline: the registry, its TCP listener, and its row. It reports
+// whether the tunnel was online (an unbind and a stop may race).
+func (s *session) removeTunnel(t *Tunnel) bool {
 	s.mu.Lock()
 	if s.tunnels[t.id] != t {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	delete(s.tunnels, t.id)
 	s.mu.Unlock()
@@ -287,14 +288,14 @@ func (s *session) removeTunnel(t *Tunnel) {
 	if err := s.gw.cfg.Store.DeleteAgentTunnel(ctx, t.rowID, s.id, s.connID); err != nil {
 		s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
 	}
+	return true
 }
 
 // stopTunnel takes a tunnel offline on the server's initiative and tells the agent, where its
 // protocol version allows (StopTunnel is misread by version-2 agents).
 func (s *session) stopTunnel(t *Tunnel, code int, msg string) {
-	s.removeTunnel(t)
-	if s.version != "3" {
-		return
+	if !s.removeTunnel(t) || s.version != "3" {
+		return // already offline (and its agent told, or it unbound it), or a v2 agent
 	}
 	go func() {
 		// Out of routing now; the agent is told once the streams opened before have reached it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/edgeplane/edgeplane/internal/testdb"
 	"github.com/edgeplane/edgeplane/internal/testproc"
+	"github.com/edgeplane/edgeplane/store"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -407,14 +409,7 @@ func TestNarrowedACLStopsBinds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bind drop: %v", err)
 	}
-	stopped := make(chan error, 1)
-	go func() {
-		// ngrok-go v1.12.1 can panic inside Accept once its tunnel is closed (a nil logger on
-		// its error path): the client's bug ends only this goroutine.
-		defer func() { _ = recover() }()
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "drop") })}
-		stopped <- srv.Serve(drop)
-	}()
+	stopped := serveUntilStopped(drop, "drop")
 	if err := listenAnswer(t, b.mustConnect(tokenB), "b-drop.edgeplane.app", "B"); err != nil {
 		t.Fatalf("B's bind: %v", err)
 	}
@@ -455,5 +450,85 @@ func TestNarrowedACLStopsBinds(t *testing.T) {
 	w.call("GET", "/tunnels", nil, &tl)
 	if len(tl.Tunnels) != 1 || tl.Tunnels[0].PublicURL != "https://keep.edgeplane.app" {
 		t.Errorf("the API lists %+v, want keep only", tl.Tunnels)
+	}
+}
+
+// serveUntilStopped answers every request on tun with body and returns the error its Accept
+// ends with (what the agent was told when edgeplane stopped the tunnel).
+func serveUntilStopped(tun net.Listener, body string) <-chan error {
+	stopped := make(chan error, 1)
+	go func() {
+		// ngrok-go v1.12.1 can panic inside Accept once its tunnel is closed (a nil logger on
+		// its error path): the client's bug ends only this goroutine.
+		defer func() { _ = recover() }()
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) })}
+		stopped <- srv.Serve(tun)
+	}()
+	return stopped
+}
+
+// TestReplicaCutOffLosesItsHolds: a replica that cannot reach the store for longer than the
+// tolerance of its rows (15 s) stops holding its agents' names: through the other replica,
+// another account may then reserve one and bind another. When the replica reaches the store
+// again it writes its rows again through a bind's checks, and stops (with StopTunnel) the
+// tunnels whose names were taken: ERR_NGROK_319 for the reserved one, ERR_NGROK_334 for the one
+// bound elsewhere; its listener no longer serves them, and its agent's session is listed again.
+func TestReplicaCutOffLosesItsHolds(t *testing.T) {
+	dsn := testdb.Postgres(t) // skips without EDGEPLANE_TEST_POSTGRES
+	env := []string{testdb.SecretKeyEnvVar()}
+	proxy := testdb.NewProxy(t, testdb.Target(dsn))
+	r2 := startOn(t, dsn, env, "")
+	r1 := startOn(t, proxy.Redirect(dsn), env, r2.token)
+	b := r2.asAccount("team-b")
+	_, tokenA := r2.credential()
+	_, tokenB := b.credential()
+	sessA := r1.mustConnect(tokenA)
+	stopped := map[string]<-chan error{}
+	for _, name := range []string{"cut-r.edgeplane.app", "cut-b.edgeplane.app"} {
+		tun, err := sessA.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name)))
+		if err != nil {
+			t.Fatalf("A's bind of %s on replica 1: %v", name, err)
+		}
+		stopped[name] = serveUntilStopped(tun, "A")
+	}
+	var e apiError
+	st := b.call("POST", "/reserved_domains", map[string]any{"domain": "cut-r.edgeplane.app"}, &e)
+	wantRefused(t, "B reserving A's online name", st, e, 409, "ERR_NGROK_430", "cut-r.edgeplane.app")
+
+	proxy.Down()
+	eventually(t, store.LiveTolerance+10*time.Second, "A's names free once replica 1 is cut off for LiveTolerance", func() bool {
+		return b.call("POST", "/reserved_domains", map[string]any{"domain": "cut-r.edgeplane.app"}, nil) == 201
+	})
+	if err := listenAnswer(t, b.mustConnect(tokenB), "cut-b.edgeplane.app", "B"); err != nil {
+		t.Fatalf("B's bind on replica 2 of a name A held before replica 1 was cut off: %v", err)
+	}
+	proxy.Up()
+
+	for name, code := range map[string]string{"cut-r.edgeplane.app": "ERR_NGROK_319", "cut-b.edgeplane.app": "ERR_NGROK_334"} {
+		select {
+		case err := <-stopped[name]:
+			if got := ngrokCode(err); got != code {
+				t.Errorf("A's tunnel of %s was stopped with %v, want %s", name, err, code)
+			}
+		case <-time.After(eventuallyFloor + store.LiveTolerance):
+			t.Fatalf("A's tunnel of %s was not stopped once replica 1 reached the store again", name)
+		}
+		// Offline on replica 1: a 404, or no handshake for a name it no longer serves.
+		if resp, err := r1.httpsClient().Get("https://" + name + "/"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 404 {
+				t.Errorf("replica 1 still serves %s: %d %q", name, resp.StatusCode, body)
+			}
+		}
+	}
+	if st, body, _ := get(t, r2.httpsClient(), "https://cut-b.edgeplane.app/"); st != 200 || body != "B" {
+		t.Errorf("B's endpoint on replica 2: %d %q", st, body)
+	}
+	var sl struct {
+		Sessions []sessionDoc `json:"tunnel_sessions"`
+	}
+	if r2.call("GET", "/tunnel_sessions", nil, &sl); len(sl.Sessions) != 1 {
+		t.Errorf("replica 2 lists %d sessions of A, want the one on replica 1 again", len(sl.Sessions))
 	}
 }
