@@ -254,11 +254,12 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	return nil
 }
 
-// register checks that the credential's ACL still permits the tunnel, records the tunnel's row
-// (which the store refuses while another account holds its name, on any replica), checks that
-// the endpoint is not online here already (unless pooled), opens a reserved address's listener
-// and makes it reachable. The row comes first, so that a bind another replica's account holds
-// is never reachable here, not even for a moment.
+// register checks that the credential's ACL still permits the tunnel and that the endpoint is
+// not online here already (unless pooled, and then only for the same account), records the
+// tunnel's row (which the store refuses while another account holds its name, on any replica),
+// opens a reserved address's listener and makes it reachable. The row comes before the registry,
+// so that a name another account holds on another replica is never reachable here, not even for
+// a moment.
 func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	s.mu.Lock()
 	if _, dup := s.tunnels[t.id]; dup {
@@ -281,16 +282,25 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 			t.listener.Close()
 		}
 	}
-	if berr := s.putTunnelRow(ctx, t); berr != nil {
-		undo()
-		return berr
+	// What this replica refuses writes no row (the row's id may be an online tunnel's, which
+	// a reconnecting agent presents again while its old session lingers here).
+	conflict, first, wrote := s.gw.Registry.Conflict(t), false, false
+	if conflict == "" {
+		if berr := s.putTunnelRow(ctx, t); berr != nil {
+			undo()
+			return berr
+		}
+		wrote = true
+		conflict, first = s.gw.Registry.add(t) // a conflict now is a bind that raced this one
 	}
 	unrow := func() {
+		if !wrote {
+			return
+		}
 		if err := s.gw.cfg.Store.DeleteAgentTunnel(ctx, t.rowID, s.id, s.connID); err != nil {
 			s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
 		}
 	}
-	conflict, first := s.gw.Registry.add(t)
 	switch conflict {
 	case "account":
 		undo()

@@ -260,21 +260,11 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 		return "", true
 	}
 	key := t.key()
-	if old.heldElsewhere(t) {
-		return "account", false
+	if conflict := old.conflict(t); conflict != "" {
+		return conflict, false
 	}
 	var tunnels []*Tunnel
 	if g := old.endpoints[key]; g != nil {
-		first := g.tunnels[0]
-		switch {
-		case first.pooled && t.pooled && first.tlsDigest() != t.tlsDigest():
-			return "pool-tls", false
-		case first.pooled && t.pooled:
-		case first.pooled != t.pooled:
-			return "pool-mix", false
-		default:
-			return "online", false
-		}
 		tunnels = append(tunnels, g.tunnels...)
 	}
 	next.endpoints = maps.Clone(old.endpoints)
@@ -282,6 +272,36 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	r.snap.Store(next)
 	r.count++
 	return "", len(tunnels) == 0
+}
+
+// Conflict is what add would refuse t for now ("" for nothing), without adding it: a bind asks
+// before it writes its row, so that a bind refused here writes none.
+func (r *Registry) Conflict(t *Tunnel) string {
+	if t.proto == "" {
+		return ""
+	}
+	return r.snap.Load().conflict(t)
+}
+
+// conflict is why t cannot join the snapshot's endpoints ("" when it can).
+func (s *snapshot) conflict(t *Tunnel) string {
+	if s.heldElsewhere(t) {
+		return "account"
+	}
+	g := s.endpoints[t.key()]
+	if g == nil {
+		return ""
+	}
+	first := g.tunnels[0]
+	switch {
+	case first.pooled && t.pooled && first.tlsDigest() != t.tlsDigest():
+		return "pool-tls"
+	case first.pooled && t.pooled:
+		return ""
+	case first.pooled != t.pooled:
+		return "pool-mix"
+	}
+	return "online"
 }
 
 // heldElsewhere reports whether a tunnel of another account than t's serves t's name in this
