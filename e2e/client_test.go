@@ -63,7 +63,7 @@ func TestOfficialTypeScriptClient(t *testing.T) {
 	installOrSkip(t, npmCtx, npm, ".")
 
 	s := startServer(t)
-	pagingToken := s.apikeyCreate(t, "--account", "e2e-paging", "--description", "e2e paging test")
+	pagingToken := s.apikeyCreate(t, "--account", "e2e-paging", "--create-account", "--description", "e2e paging test")
 	fixtures := filepath.Join(t.TempDir(), "fixtures.json")
 	writeFixtures(t, fixtures)
 	coverage := t.TempDir()

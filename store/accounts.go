@@ -40,6 +40,44 @@ func (s *Store) HasAccounts(ctx context.Context) (bool, error) {
 	return n > 0, s.classify(err)
 }
 
+// adminCaller is the caller acting as the admin user userID of the account.
+func adminCaller(accountID, userID string) ep.Caller {
+	return ep.Caller{AccountID: accountID, Principal: ep.Principal{ID: userID, AccountID: accountID, Role: ep.RoleAdmin, Active: true}}
+}
+
+// FindAccount returns the admin of the account with the given name; found is false when there
+// is none. The apikey command refuses a name that matches no account rather than creating one.
+func (s *Store) FindAccount(ctx context.Context, name string) (admin ep.Caller, found bool, err error) {
+	var accountID, userID string
+	err = s.rd.QueryRowContext(ctx, s.q.accountByName, name).Scan(&accountID, &userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return admin, false, nil
+	}
+	if err != nil {
+		return admin, false, s.classify(err)
+	}
+	return adminCaller(accountID, userID), true, nil
+}
+
+// AccountNames returns the names of the first limit accounts, in order: the apikey command lists
+// them when it refuses a name that matches none.
+func (s *Store) AccountNames(ctx context.Context, limit int) ([]string, error) {
+	rows, err := s.rd.QueryContext(ctx, s.d.rebind(`SELECT name FROM accounts ORDER BY name LIMIT ?`), limit)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, s.classify(err)
+		}
+		names = append(names, name)
+	}
+	return names, s.classify(rows.Err())
+}
+
 // EnsureAccount returns the admin of the account with the given name, creating the account and
 // its admin user when absent; created says whether it did. Safe against concurrent callers (two
 // replicas starting at once, or the apikey command while a server runs): the account name is
@@ -50,7 +88,7 @@ func (s *Store) EnsureAccount(ctx context.Context, name string) (admin ep.Caller
 		var accountID, userID string
 		err := tx.QueryRowContext(ctx, s.q.accountByName, name).Scan(&accountID, &userID)
 		if err == nil {
-			admin = ep.Caller{AccountID: accountID, Principal: ep.Principal{ID: userID, AccountID: accountID, Role: ep.RoleAdmin, Active: true}}
+			admin = adminCaller(accountID, userID)
 			return nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {

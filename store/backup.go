@@ -240,7 +240,14 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 				return err
 			}
 		}
-		return s.checkImportedSecrets(ctx, tx)
+		if err := s.checkImportedSecrets(ctx, tx); err != nil {
+			return err
+		}
+		if s.resealImport {
+			_, err := s.resealAll(ctx, tx)
+			return err
+		}
+		return nil
 	})
 }
 

@@ -162,8 +162,9 @@ func (s *Store) checkImportedSecrets(ctx context.Context, tx *wtx) error {
 	}
 	if msg := s.seal.undecryptable(all); msg != "" {
 		return fmt.Errorf("store: import: %w: the backup's %s. Nothing was restored. A backup holds its secrets encrypted under the key of the database it came from, not the key itself: "+
-			"run import again with that key, %s=SOURCE_KEY (the contents of the source's key file, SOURCE.db.key, or the %s it ran with), "+
-			"and keep it for serve; or restore into a new SQLite database after copying the source's key file next to it as its .key file (mode 600)",
+			"run import again with that key, either as --key-file FILE (the file export --key-file wrote, or the source's key file SOURCE.db.key), "+
+			"which encrypts them again under this database's own key, or as %s=SOURCE_KEY (the contents of that file, or the %s the source ran with), "+
+			"kept for serve too",
 			ErrSecretsUndecryptable, msg, SecretKeyEnv, SecretKeyEnv)
 	}
 	return nil

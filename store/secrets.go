@@ -149,44 +149,118 @@ var errNoKeyFile = errors.New("store: no key file")
 // key file next to the database (errNoKeyFile when there is none yet). PostgreSQL replicas must
 // share a key, so they need one given explicitly.
 func openSealer(dsn string, opts Options) (*sealer, error) {
+	text, source, err := keysText(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := parseKeys(text, source)
+	if err != nil {
+		return nil, err
+	}
+	return newSealer(keys, source)
+}
+
+// keysText returns the keys a store on dsn uses, as the text that holds them, and where they come
+// from (see openSealer).
+func keysText(dsn string, opts Options) (text, source string, err error) {
 	if opts.SecretKeys != "" {
-		keys, err := parseKeys(opts.SecretKeys, "the configured secret keys")
-		if err != nil {
-			return nil, err
-		}
-		return newSealer(keys, "the configured secret keys")
+		return opts.SecretKeys, "the configured secret keys", nil
 	}
 	if v := os.Getenv(SecretKeyEnv); v != "" {
-		keys, err := parseKeys(v, SecretKeyEnv)
-		if err != nil {
-			return nil, err
-		}
-		return newSealer(keys, SecretKeyEnv)
+		return v, SecretKeyEnv, nil
 	}
 	if IsPostgres(dsn) {
-		return nil, fmt.Errorf("store: PostgreSQL needs a secret key shared by every replica: set %s (generate one with: edgeplane secrets new-key)", SecretKeyEnv)
+		return "", "", fmt.Errorf("store: PostgreSQL needs a secret key shared by every replica: set %s (generate one with: edgeplane secrets new-key)", SecretKeyEnv)
 	}
 	path := keyFilePath(strings.TrimPrefix(dsn, "sqlite:"))
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errNoKeyFile
+		return "", path, errNoKeyFile
 	}
-	return keyFileSealer(path, data, err)
+	if err := checkKeyFile(path, err); err != nil {
+		return "", "", err
+	}
+	return string(data), path, nil
+}
+
+// SecretKeys returns the keys that a store opened on dsn with opts encrypts and decrypts secrets
+// with, as a key file holds them. A backup holds its secrets encrypted, never these keys:
+// `export --key-file` writes them to a file of their own, which a restore elsewhere needs.
+func SecretKeys(dsn string, opts Options) (string, error) {
+	text, source, err := keysText(dsn, opts)
+	if errors.Is(err, errNoKeyFile) {
+		return "", fmt.Errorf("store: the key file %s does not exist", source)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := parseKeys(text, source); err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(text), nil
+}
+
+// ReadKeyFile reads a file of secret keys (a database's key file, or one written by `export
+// --key-file`) and returns its keys, checked, as text for Options.RestoreKeys. A file that others
+// may read is refused, as a database's key file is: it opens every secret of a backup.
+func ReadKeyFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err := checkKeyFile(path, err); err != nil {
+		return "", err
+	}
+	keys, err := parseKeys(string(data), path)
+	if err != nil {
+		return "", err
+	}
+	if len(keys) == 0 {
+		return "", fmt.Errorf("store: no secret key in %s", path)
+	}
+	for i, k := range keys {
+		if len(k) != 32 {
+			return "", fmt.Errorf("store: secret key %d from %s is %d bytes; want 32 (AES-256)", i+1, path, len(k))
+		}
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// checkKeyFile checks the outcome err of reading the key file at path, and that the file is
+// readable by its owner only.
+func checkKeyFile(path string, err error) error {
+	if err != nil {
+		return fmt.Errorf("store: secret key file %s: %w", path, err)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("store: secret key file %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	}
+	return nil
 }
 
 // keyFileSealer checks a key file read from path (its mode, its keys) and makes its sealer.
 func keyFileSealer(path string, data []byte, err error) (*sealer, error) {
-	if err != nil {
-		return nil, fmt.Errorf("store: secret key file %s: %w", path, err)
-	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("store: secret key file %s is readable by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	if err := checkKeyFile(path, err); err != nil {
+		return nil, err
 	}
 	keys, err := parseKeys(string(data), path)
 	if err != nil {
 		return nil, err
 	}
 	return newSealer(keys, path)
+}
+
+// withRestoreKeys adds the keys of Options.RestoreKeys to the sealer, after its own: they decrypt
+// a backup's secrets, and never encrypt (the first key does).
+func (s *sealer) withRestoreKeys(text string) error {
+	keys, err := parseKeys(text, "the backup's key file")
+	if err != nil {
+		return err
+	}
+	extra, err := newSealer(keys, "the backup's key file")
+	if err != nil {
+		return err
+	}
+	s.keys = append(s.keys, extra.keys...)
+	s.source += " and the backup's key file"
+	return nil
 }
 
 // newKeyFile makes the key file of a SQLite database that has none, after checking that the
@@ -299,37 +373,44 @@ func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	defer s.feed.snaps.reset()
 	n := 0
 	err := s.tryTxOnce(ctx, func(ctx context.Context, tx *wtx) error {
-		n = 0 // the committer may run a function again (writer.go)
-		all, err := tableSecrets(ctx, tx)
-		if err != nil {
-			return s.classify(err)
-		}
-		for _, r := range all {
-			plain, err := s.seal.open(r.ad, r.sealed)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", r.table, r.key, err)
-			}
-			sealed, err := s.seal.seal(r.ad, plain)
-			if err != nil {
-				return err
-			}
-			q := `UPDATE secrets SET data = ? WHERE object_id = ?`
-			if r.table == "system_secrets" {
-				q = `UPDATE system_secrets SET sealed = ? WHERE name = ?`
-			}
-			if _, err := tx.ExecContext(ctx, s.d.rebind(q), sealed, r.key); err != nil {
-				return s.classify(err)
-			}
-			n++
-		}
-		k, err := s.rewriteFields(ctx, tx, false)
-		n += k
+		var err error
+		n, err = s.resealAll(ctx, tx) // the committer may run a function again (writer.go)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return n, nil
+}
+
+// resealAll re-encrypts every secret with the first key inside tx and returns how many it
+// rewrote; it fails, rewriting nothing, when any secret does not decrypt.
+func (s *Store) resealAll(ctx context.Context, tx *wtx) (int, error) {
+	all, err := tableSecrets(ctx, tx)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	n := 0
+	for _, r := range all {
+		plain, err := s.seal.open(r.ad, r.sealed)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: %w", r.table, r.key, err)
+		}
+		sealed, err := s.seal.seal(r.ad, plain)
+		if err != nil {
+			return 0, err
+		}
+		q := `UPDATE secrets SET data = ? WHERE object_id = ?`
+		if r.table == "system_secrets" {
+			q = `UPDATE system_secrets SET sealed = ? WHERE name = ?`
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q), sealed, r.key); err != nil {
+			return 0, s.classify(err)
+		}
+		n++
+	}
+	k, err := s.rewriteFields(ctx, tx, false)
+	return n + k, err
 }
 
 // SetSettings makes the deployment settings (service domains, CNAME zone) available to the rules

@@ -77,6 +77,11 @@ type Options struct {
 	// (and its key file): for the commands that only make sense on an existing database, where a
 	// mistyped path would otherwise succeed on a new, empty one. PostgreSQL ignores it.
 	MustExist bool
+	// RestoreKeys are keys (in the format of a key file) that decrypt the secrets of a backup
+	// given to Import besides the store's own keys: Import then encrypts every restored secret
+	// again under the store's first key, in the same transaction, so the database needs only its
+	// own key afterwards. Nothing else uses them.
+	RestoreKeys string
 }
 
 // Durability is what an acknowledged write survives on SQLite.
@@ -135,6 +140,9 @@ type Store struct {
 	settings atomic.Pointer[ep.Settings]
 	// seal encrypts secrets at rest (store/secrets.go).
 	seal *sealer
+	// resealImport says Import encrypts the secrets it restores again under the first key (the
+	// store was opened with Options.RestoreKeys).
+	resealImport bool
 	// cache answers authentication and reads by id while the database is unchanged (SQLite;
 	// nil on PostgreSQL and when Options.NoReadCache is set): readcache.go.
 	cache *readCache
@@ -172,6 +180,12 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if opts.RestoreKeys != "" {
+		// Checked before anything is opened or created.
+		if err := (&sealer{}).withRestoreKeys(opts.RestoreKeys); err != nil {
+			return nil, err
+		}
+	}
 	seal, err := openSealer(dsn, opts)
 	noKeyFile := errors.Is(err, errNoKeyFile)
 	if err != nil && !noKeyFile {
@@ -197,6 +211,13 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			s.Close()
 			return nil, err
 		}
+	}
+	if opts.RestoreKeys != "" {
+		if err := s.seal.withRestoreKeys(opts.RestoreKeys); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.resealImport = true
 	}
 	s.q = prepare(s.d)
 	if s.d.remote() {

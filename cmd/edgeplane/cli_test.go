@@ -225,8 +225,12 @@ func TestNumberSettingsNameTheirValue(t *testing.T) {
 	} {
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}, c.args...)
 		_, stderr, code := runBin(t, c.env, args...)
-		if code != 1 || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v %q: exit %d, stderr %q, want %q", c.env, c.args, code, stderr, c.want)
+		want := 1
+		if c.env == nil { // a value the flag cannot parse is a mistake in the command line
+			want = 2
+		}
+		if code != want || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v %q: exit %d, stderr %q, want exit %d and %q", c.env, c.args, code, stderr, want, c.want)
 		}
 		if strings.Contains(stderr, "got -1") {
 			t.Errorf("%v %q: stderr speaks of -1: %q", c.env, c.args, stderr)
@@ -235,7 +239,7 @@ func TestNumberSettingsNameTheirValue(t *testing.T) {
 }
 
 // Help is asked for, so it exits 0 and goes to stdout, for every command and subcommand; a
-// mistake goes to stderr and exits 1.
+// mistake goes to stderr, in two lines (the error and where the help is), and exits 2.
 func TestHelpOnStdout(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -262,8 +266,8 @@ func TestHelpOnStdout(t *testing.T) {
 	}
 	for _, args := range [][]string{{"serve", "--nope"}, {"export", "--db"}, {"apikey", "create", "-x"}} {
 		stdout, stderr, code := runBin(t, nil, args...)
-		if code != 1 || stdout != "" || !strings.Contains(stderr, "usage") || !strings.Contains(stderr, "flag") {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1 and the error and usage on stderr", args, code, stdout, stderr)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "flag") || !strings.Contains(stderr, "-h' for") || strings.Count(stderr, "\n") != 2 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and the error and where the help is on stderr", args, code, stdout, stderr)
 		}
 	}
 }

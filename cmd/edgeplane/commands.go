@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,7 @@ func openExisting(ctx context.Context, dsn string) (*store.Store, error) {
 // EDGEPLANE_SECRET_KEY=NEW,OLD so the old key can be dropped.
 func secretsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New(usage)
+		return &usageError{cmd: "secrets", err: errors.New("missing its command: secrets new-key or secrets rotate"), showUsage: true}
 	}
 	if isHelp(args[0]) {
 		fmt.Fprintln(stdout, usage)
@@ -37,23 +38,23 @@ func secretsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	switch args[0] {
 	case "new-key":
-		if len(args) > 1 && isHelp(args[1]) {
-			fmt.Fprintf(stdout, "usage: edgeplane secrets new-key\n\nprints a new random key for %s\n", store.SecretKeyEnv)
-			return nil
+		fs := newFlags("secrets new-key", stdout, stderr)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
 		}
-		if len(args) > 1 {
-			return fmt.Errorf("secrets new-key takes no arguments")
+		if err := noArgs(fs, ""); err != nil {
+			return err
 		}
 		fmt.Fprintln(stdout, store.NewSecretKey())
 		return nil
 	case "rotate":
 		fs := newFlags("secrets rotate", stdout, stderr)
 		dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:]); err != nil {
 			return err
 		}
-		if fs.NArg() > 0 {
-			return fmt.Errorf("secrets rotate takes no arguments, got %q", fs.Args())
+		if err := noArgs(fs, ""); err != nil {
+			return err
 		}
 		st, err := openExisting(ctx, *dsn)
 		if err != nil {
@@ -67,25 +68,62 @@ func secretsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stderr, "edgeplane: re-encrypted %d secrets (of objects and of the deployment) with the first key of %s\n", n, store.SecretKeyEnv)
 		return nil
 	}
-	return fmt.Errorf("unknown secrets command %q\n%s", args[0], usage)
+	return unknownWord("secrets", args[0], []string{"new-key", "rotate"})
 }
 
-// export writes a backup of the whole database to stdout.
+// export writes a backup of the whole database to stdout, and with --key-file the keys its
+// secrets need to a new file.
 func export(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("export", stdout, stderr)
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database to back up (env EDGEPLANE_DB)")
-	if err := fs.Parse(args); err != nil {
+	keyFile := fs.String("key-file", "", "also write the key(s) that decrypt the backup's secrets to this new file, of mode 600; keep it apart from the backup")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("export takes no arguments, got %q; redirect stdout to a file", fs.Args())
+	if err := noArgs(fs, "redirect stdout to a file"); err != nil {
+		return err
 	}
 	st, err := openExisting(ctx, *dsn)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	return st.Export(ctx, stdout)
+	if *keyFile == "" {
+		return st.Export(ctx, stdout)
+	}
+	keys, err := store.SecretKeys(*dsn, store.Options{})
+	if err != nil {
+		return err
+	}
+	if err := writeNewPrivateFile(*keyFile, keys+"\n"); err != nil {
+		return fmt.Errorf("--key-file: %w", err)
+	}
+	if err := st.Export(ctx, stdout); err != nil {
+		os.Remove(*keyFile) // the key of no backup
+		return err
+	}
+	fmt.Fprintf(stderr, "edgeplane: the key(s) the backup's secrets need are in %s (mode 600); keep that file apart from the backup, and give it to import --key-file\n", *keyFile)
+	return nil
+}
+
+// writeNewPrivateFile writes data to a file at path that must not exist yet, readable by its
+// owner only: a key is never written over another file, nor left readable by others.
+func writeNewPrivateFile(path, data string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	return f.Close()
 }
 
 // importBackup restores a backup from stdin into an empty database. It creates a new SQLite
@@ -93,15 +131,23 @@ func export(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func importBackup(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("import", stdout, stderr)
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "empty database to restore into; a new SQLite file when named here or in EDGEPLANE_DB (env EDGEPLANE_DB)")
-	if err := fs.Parse(args); err != nil {
+	keyFile := fs.String("key-file", "", "file of the key(s) that decrypt the backup's secrets (written by export --key-file, or the source's .key file); they are encrypted again under this database's own key")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("import takes no arguments, got %q; redirect stdin from a file", fs.Args())
+	if err := noArgs(fs, "redirect stdin from a file"); err != nil {
+		return err
+	}
+	var restoreKeys string
+	if *keyFile != "" {
+		var err error
+		if restoreKeys, err = store.ReadKeyFile(*keyFile); err != nil {
+			return fmt.Errorf("--key-file: %w", err)
+		}
 	}
 	named := flagGiven(fs, "db") || os.Getenv("EDGEPLANE_DB") != ""
 	created := newDatabaseFiles(*dsn)
-	st, err := store.OpenWith(ctx, *dsn, store.Options{MustExist: !named})
+	st, err := store.OpenWith(ctx, *dsn, store.Options{MustExist: !named, RestoreKeys: restoreKeys})
 	if errors.Is(err, store.ErrNoDatabase) {
 		return fmt.Errorf("%w; to restore into a new database, name it with --db", err)
 	}
@@ -125,35 +171,59 @@ func importBackup(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		removeFiles(created)
 		return err
 	}
-	fmt.Fprintln(stderr, "edgeplane: backup restored")
+	if *keyFile == "" {
+		fmt.Fprintln(stderr, "edgeplane: backup restored")
+		return nil
+	}
+	own := store.SecretKeyEnv
+	if os.Getenv(store.SecretKeyEnv) == "" && !store.IsPostgres(*dsn) {
+		own = "its key file " + strings.TrimPrefix(*dsn, "sqlite:") + ".key"
+	}
+	fmt.Fprintf(stderr, "edgeplane: backup restored; its secrets are now encrypted under this database's own key (%s), which serve needs, not %s\n", own, *keyFile)
 	return nil
 }
 
+// apikeyCreate makes an API key for an account and prints its token. An account is created only
+// when asked for: a misspelled name would otherwise make a new, empty account whose key sees
+// nothing.
 func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("apikey create", stdout, stderr)
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database: a SQLite path, sqlite:PATH or a postgres:// URL (env EDGEPLANE_DB)")
-	account := fs.String("account", "default", "account name; created with its admin user when absent")
+	account := fs.String("account", "default", "name of the account the key belongs to; it must exist unless --create-account is given")
+	createAccount := fs.Bool("create-account", false, "create the account, with its admin user, when it does not exist")
 	description := fs.String("description", "", "description of the new key")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("apikey create takes no arguments, got %q (did you mean --account %s?)", fs.Args(), fs.Arg(0))
+		return usageErrorf("apikey create", "unexpected arguments %q: it takes none (did you mean --account %s?)", fs.Args(), fs.Arg(0))
 	}
 	if *account == "" {
-		return errors.New("--account must not be empty")
+		return usageErrorf("apikey create", "--account must not be empty")
 	}
 	if len(*description) > ep.MaxDescription {
-		return fmt.Errorf("--description must be at most %d bytes", ep.MaxDescription)
+		return usageErrorf("apikey create", "--description must be at most %d bytes", ep.MaxDescription)
 	}
 	st, err := openExisting(ctx, *dsn)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	admin, _, err := st.EnsureAccount(ctx, *account)
+	admin, found, err := st.FindAccount(ctx, *account)
 	if err != nil {
 		return err
+	}
+	if !found && !*createAccount {
+		return unknownAccount(ctx, st, *account)
+	}
+	if !found {
+		var created bool
+		if admin, created, err = st.EnsureAccount(ctx, *account); err != nil {
+			return err
+		}
+		if created {
+			fmt.Fprintf(stderr, "edgeplane: created account %q with its admin user; it sees none of the other accounts' objects\n", *account)
+		}
 	}
 	token, err := newKey(ctx, st, admin, *description)
 	if err != nil {
@@ -161,6 +231,26 @@ func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, token)
 	return nil
+}
+
+// unknownAccount is apikey create's refusal of an account that does not exist: it names the
+// accounts there are (the first few) and how to create one.
+func unknownAccount(ctx context.Context, st *store.Store, name string) error {
+	const shown = 10
+	names, err := st.AccountNames(ctx, shown+1)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("account %q does not exist; nothing was created", name)
+	if s := closest(name, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	if len(names) > shown {
+		msg += fmt.Sprintf(". Accounts: %s, …", strings.Join(names[:shown], ", "))
+	} else if len(names) > 0 {
+		msg += fmt.Sprintf(". Accounts: %s", strings.Join(names, ", "))
+	}
+	return errors.New(msg + ". To create it, add --create-account")
 }
 
 func newKey(ctx context.Context, st *store.Store, admin ep.Caller, description string) (string, error) {

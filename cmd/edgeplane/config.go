@@ -78,48 +78,6 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
-// newFlags makes the flag set of a subcommand. Asked for help (-h, --help), it prints the
-// flags on stdout and Parse returns flag.ErrHelp, which main treats as success; a mistake prints
-// the error and the flags on stderr, and Parse returns the error.
-func newFlags(name string, stdout, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("edgeplane "+name, flag.ContinueOnError)
-	out := &flagOutput{w: stderr}
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		// The flag package writes its error message before the usage, and nothing before the
-		// usage it prints for -h.
-		w := stdout
-		if out.wrote {
-			w = stderr
-		}
-		fmt.Fprintf(w, "usage: edgeplane %s [flags]\n\nflags:\n", name)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-	}
-	return fs
-}
-
-// flagOutput is where a flag set writes its errors: stderr, remembering that it was written to.
-type flagOutput struct {
-	w     io.Writer
-	wrote bool
-}
-
-func (o *flagOutput) Write(p []byte) (int, error) {
-	o.wrote = true
-	return o.w.Write(p)
-}
-
-// isHelp reports whether arg asks for help rather than naming a subcommand.
-func isHelp(arg string) bool {
-	switch arg {
-	case "-h", "-help", "--h", "--help", "help":
-		return true
-	}
-	return false
-}
-
 // splitList splits a comma-separated flag value, dropping empty entries.
 func splitList(s string) []string {
 	var out []string
@@ -180,8 +138,8 @@ func logFormatOf(args []string) string {
 }
 
 // serveError writes the error that ended serve as one JSON log record when the log is JSON, so
-// that the log holds nothing but JSON lines, and returns errReported; otherwise it returns err
-// for main to print.
+// that the log holds nothing but JSON lines, and returns it wrapped in errReported (a usage
+// mistake keeps its exit status); otherwise it returns err for main to print.
 func serveError(stderr io.Writer, args []string, err error) error {
 	if err == nil || errors.Is(err, flag.ErrHelp) || logFormatOf(args) != "json" {
 		return err
@@ -189,5 +147,5 @@ func serveError(stderr io.Writer, args []string, err error) error {
 	rec := slog.NewRecord(time.Now(), slog.LevelError, "edgeplane serve stopped", 0)
 	rec.AddAttrs(slog.String("err", err.Error()))
 	_ = slog.NewJSONHandler(stderr, nil).Handle(context.Background(), rec)
-	return errReported
+	return fmt.Errorf("%w: %w", errReported, err)
 }

@@ -406,11 +406,11 @@ func (d *dataPlane) close() {
 func printCA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("ca", stdout, stderr)
 	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("ca takes no arguments, got %q", fs.Args())
+	if err := noArgs(fs, "redirect stdout to a file"); err != nil {
+		return err
 	}
 	st, err := openExisting(ctx, *dsn)
 	if err != nil {

@@ -2,20 +2,21 @@
 //
 //	edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
 //	edgeplane secrets new-key | rotate [--db DSN]
-//	edgeplane export [--db DSN] > backup.json
-//	edgeplane import [--db DSN] < backup.json
-//	edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
+//	edgeplane export [--db DSN] [--key-file FILE] > backup.json
+//	edgeplane import [--db DSN] [--key-file FILE] < backup.json
+//	edgeplane apikey create [--db DSN] [--account NAME [--create-account]] [--description TEXT]
+//	edgeplane ca [--db DSN] > edgeplane-ca.pem
 //	edgeplane version
 //
 // Every flag of serve can also come from the environment (EDGEPLANE_LISTEN, EDGEPLANE_DB, …: the
 // flag's help names its variable); a flag given on the command line wins. `edgeplane COMMAND -h`
-// prints a command's flags on stdout.
+// prints on stdout what a command does and its flags. A mistake in the command line exits 2, a
+// failure of the work 1.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -50,27 +51,10 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return // -h printed the flags: asking for help is not a failure
-		}
-		if errors.Is(err, errReported) {
-			os.Exit(1)
-		}
-		fmt.Fprintln(os.Stderr, "edgeplane:", err)
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitStatus(err, os.Stderr))
 }
-
-const usage = `usage:
-  edgeplane serve [--listen ADDR] [--db DSN] [--base-url URL] [flags: edgeplane serve -h]
-  edgeplane secrets new-key | rotate [--db DSN]
-  edgeplane export [--db DSN] > backup.json
-  edgeplane import [--db DSN] < backup.json
-  edgeplane apikey create [--db DSN] [--account NAME] [--description TEXT]
-  edgeplane ca [--db DSN] > edgeplane-ca.pem
-  edgeplane version`
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runIO(ctx, args, os.Stdin, stdout, stderr)
@@ -78,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New(usage)
+		return &usageError{err: errors.New("no command given"), showUsage: true}
 	}
 	switch args[0] {
 	case "serve":
@@ -88,8 +72,11 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 			fmt.Fprintln(stdout, usage)
 			return nil
 		}
-		if len(args) < 2 || args[1] != "create" {
-			return errors.New(usage)
+		if len(args) < 2 {
+			return &usageError{cmd: "apikey", err: errors.New("missing its command: apikey create"), showUsage: true}
+		}
+		if args[1] != "create" {
+			return unknownWord("apikey", args[1], []string{"create"})
 		}
 		return apikeyCreate(ctx, args[2:], stdout, stderr)
 	case "secrets":
@@ -101,13 +88,24 @@ func runIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	case "ca":
 		return printCA(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
+		fs := newFlags("version", stdout, stderr)
+		if err := parseFlags(fs, args[1:]); err != nil {
+			return err
+		}
+		if err := noArgs(fs, ""); err != nil {
+			return err
+		}
 		fmt.Fprintln(stdout, "edgeplane", versionString())
 		return nil
 	case "help", "-h", "--help":
+		if len(args) > 1 && !isHelp(args[1]) {
+			// "edgeplane help serve" is "edgeplane serve -h".
+			return runIO(ctx, append(append([]string{}, args[1:]...), "-h"), stdin, stdout, stderr)
+		}
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	return unknownWord("", args[0], []string{"serve", "secrets", "export", "import", "apikey", "ca", "version", "help"})
 }
 
 func versionString() string {

@@ -332,7 +332,7 @@ func TestAPIKeyCreateWhileServing(t *testing.T) {
 func TestAPIKeyCreateOtherAccountIsIsolated(t *testing.T) {
 	t.Parallel()
 	p, def := serverToken(t)
-	other := createKey(t, nil, "--db", p.db, "--account", "other", "--description", "x")
+	other := createKey(t, nil, "--db", p.db, "--account", "other", "--create-account", "--description", "x")
 
 	ol := listKeys(t, p, other)
 	if len(ol.Keys) != 1 {
@@ -530,7 +530,7 @@ func TestEnvironmentConfiguresAPIKeyCreate(t *testing.T) {
 	newDatabase(t, flagDB)
 	otherDB := filepath.Join(t.TempDir(), "env.db")
 	newDatabase(t, otherDB)
-	flagTok := createKey(t, []string{"EDGEPLANE_DB=" + otherDB}, "--db", flagDB)
+	flagTok := createKey(t, []string{"EDGEPLANE_DB=" + otherDB}, "--db", flagDB, "--create-account")
 	q := startServer(t, flagDB)
 	if l := listKeys(t, q, flagTok); len(l.Keys) != 1 {
 		t.Errorf("--db was not used by apikey create: %d keys", len(l.Keys))
@@ -649,8 +649,8 @@ func TestUnknownCommandPrintsUsage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			stdout, stderr, code := runBin(t, nil, c.args...)
-			if code == 0 {
-				t.Fatalf("exit 0, want non-zero; stdout %q", stdout)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (a usage mistake); stdout %q", code, stdout)
 			}
 			for _, want := range []string{c.want, "usage:", "edgeplane serve", "edgeplane apikey create", "edgeplane version"} {
 				if !strings.Contains(stderr, want) {

@@ -87,7 +87,7 @@ func backupOf(t *testing.T) []byte {
 	src := filepath.Join(t.TempDir(), "src.db")
 	newDatabase(t, src)
 	var out, errb bytes.Buffer
-	if err := runIO(context.Background(), []string{"apikey", "create", "--db", src}, nil, &out, &errb); err != nil {
+	if err := runIO(context.Background(), []string{"apikey", "create", "--db", src, "--create-account"}, nil, &out, &errb); err != nil {
 		t.Fatalf("apikey create: %v: %s", err, errb.String())
 	}
 	out.Reset()

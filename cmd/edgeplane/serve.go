@@ -91,7 +91,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		f := &timeoutFlags[i]
 		f.value = fs.String(f.name, env(f.env, f.def.String()), fmt.Sprintf("%s (env %s)", f.usage, f.env))
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	for _, f := range timeoutFlags {
@@ -101,8 +101,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		}
 		*f.dst = d
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	if err := noArgs(fs, ""); err != nil {
+		return nil, err
 	}
 	var err error
 	if c.settings, err = ep.ParseSettings(*serviceDomains, *cnameZone); err != nil {
@@ -155,7 +155,7 @@ func (c *serveConfig) openSockets() (_ *sockets, err error) {
 		}
 	}()
 	if s.api, err = net.Listen("tcp", c.listen); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--listen: %w", err)
 	}
 	if s.dp, err = c.dp.listen(); err != nil {
 		return nil, err

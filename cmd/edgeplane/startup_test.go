@@ -43,7 +43,7 @@ func TestAPIKeyCreateRefusesArguments(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
 	stdout, stderr, code := runBin(t, nil, "apikey", "create", "--db", db, "other")
-	if code == 0 || stdout != "" || !strings.Contains(stderr, "--account other") {
+	if code != 2 || stdout != "" || !strings.Contains(stderr, "--account other") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
