@@ -3,9 +3,12 @@ package edgeplane
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -103,6 +106,132 @@ func TestDockerignoreLeavesOutKeysAndBuilds(t *testing.T) {
 	for _, want := range []string{"*.db", "**/*.db", "*.key", "**/*.key", "*.db-wal", "**/*.db-wal", "/edgeplane", "/edgeplane-bench", "/bin/"} {
 		if !have[want] {
 			t.Errorf(".dockerignore lacks %q", want)
+		}
+	}
+}
+
+// docFiles are the repository's documents: README.md and docs/*.md.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"README.md"}, files...)
+}
+
+var (
+	mdLinkRE    = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
+	mdHeadingRE = regexp.MustCompile(`^#{1,6} +(.+?) *#*$`)
+	slugDropRE  = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+)
+
+// mdAnchors returns the anchors of a Markdown file's headings as GitHub makes them: lower case,
+// punctuation dropped, spaces as hyphens, and -1, -2, … for repeats. Fenced code is skipped.
+func mdAnchors(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors, seen := map[string]bool{}, map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		m := mdHeadingRE.FindStringSubmatch(line)
+		if fenced || m == nil {
+			continue
+		}
+		slug := strings.ReplaceAll(slugDropRE.ReplaceAllString(strings.ToLower(m[1]), ""), " ", "-")
+		if n := seen[slug]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", slug, n)] = true
+		} else {
+			anchors[slug] = true
+		}
+		seen[slug]++
+	}
+	return anchors
+}
+
+// Every relative link of the README and the docs resolves to a file of the repository and, where
+// it names an anchor, to a heading of that file: a reader of a clone follows every link, and none
+// leads outside the repository (to notes that are not in it).
+func TestDocLinksResolve(t *testing.T) {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, doc := range docFiles(t) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "../shared") {
+			t.Errorf("%s refers to ../shared, which is not in the repository", doc)
+		}
+		fenced := false
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+			}
+			if fenced {
+				continue
+			}
+			for _, m := range mdLinkRE.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				checked++
+				file, anchor, _ := strings.Cut(target, "#")
+				path := doc
+				if file != "" {
+					path = filepath.Join(filepath.Dir(doc), file)
+				}
+				abs, _ := filepath.Abs(path)
+				if rel, err := filepath.Rel(root, abs); err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s:%d: %s leads outside the repository", doc, i+1, target)
+					continue
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: %s: no such file", doc, i+1, target)
+					continue
+				}
+				if anchor != "" && (!strings.HasSuffix(path, ".md") || !mdAnchors(t, path)[anchor]) {
+					t.Errorf("%s:%d: %s: %s has no heading with the anchor #%s", doc, i+1, target, path, anchor)
+				}
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d links: does the link pattern still match the documents?", checked)
+	}
+}
+
+// The README is a newcomer's first hour: at most 300 lines, the details in docs/. The documents
+// point readers at nothing they do not have: no issue numbers of a tracker outside the repository.
+func TestDocsAreSelfContained(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > 300 {
+		t.Errorf("README.md has %d lines; keep it to 300 and move details to docs/", n)
+	}
+	issueRE := regexp.MustCompile(`(?i)\bissues? \d+`)
+	for _, doc := range docFiles(t) {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := issueRE.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q cites a tracker readers of the repository do not have; say what and why instead", doc, i+1, m)
+			}
 		}
 	}
 }
