@@ -11,19 +11,19 @@ vet:
 	go vet ./...
 	gofmt -l .
 
-# The load benchmark (issue 7): baseline, SQLite, and PostgreSQL when EDGEPLANE_TEST_POSTGRES is
+# The API benchmark: baseline, SQLite, and PostgreSQL when EDGEPLANE_TEST_POSTGRES is
 # set. Prints the table and writes it to bench/results.md. Takes several minutes.
 bench:
 	go run ./cmd/edgeplane-bench -out bench/results.md
 
-# The data-plane benchmark (issue 22): direct, a one-hop ReverseProxy, and edgeplane's HTTPS edge,
+# The data-plane benchmark: direct, a one-hop ReverseProxy, and edgeplane's HTTPS edge,
 # https and http endpoints, TCP edge and an HTTPS edge with three modules through an ngrok-go agent,
 # new TCP connections per second, plus bulk transfers. Prints the table and writes it to
 # bench/traffic.md. Takes about five minutes; BENCH_TRAFFIC_FLAGS adds flags (e.g. -bulk 256MiB).
 bench-traffic:
 	go run ./cmd/edgeplane-bench traffic -out bench/traffic.md $(BENCH_TRAFFIC_FLAGS)
 
-# The scale scenarios of issue 22: 10,000 idle agent sessions (RSS, CPU at rest, the next bind), and
+# The scale scenarios: 10,000 idle agent sessions (RSS, CPU at rest, the next bind), and
 # an account with 100,000 routes across 10,000 edges (rate against a 1-edge account, change to
 # traffic). Prints the tables and writes them to bench/scale.md. Takes about fifteen minutes and holds
 # ~20,000 sockets; BENCH_SCALE_FLAGS adds flags (e.g. -sessions 2000 -edges 1000, -profile DIR).

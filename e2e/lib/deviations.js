@@ -67,7 +67,7 @@ const nullable = [
       EndpointOAuthProvider: ['github', 'facebook', 'microsoft', 'google', 'linkedin', 'gitlab', 'twitch', 'amazon'],
     },
     sent: '`null` for every provider but the configured one',
-    why: 'exactly one provider is configured (DESIGN.md section 7); the others are absent in meaning, and every field is always rendered',
+    why: 'exactly one provider is configured; the others are absent in meaning, and every field is always rendered',
   },
   {
     where: {
@@ -77,7 +77,7 @@ const nullable = [
     },
     label: 'the eight OAuth provider schemas (`EndpointOAuthGitHub` … `EndpointOAuthAmazon`) and EndpointOIDC: `client_secret`',
     sent: 'always `null`: the secret is write-only (the compatible API returns it as given)',
-    why: 'client secrets are encrypted at rest and never returned (issue 20); a PUT or PATCH that leaves it out keeps the stored one for the same provider (or issuer) and `client_id`, so a client can send back the module it read',
+    why: 'client secrets are encrypted at rest and never returned, so that no read of the API shows one; a PUT or PATCH that leaves it out keeps the stored one for the same provider (or issuer) and `client_id`, so a client can send back the module it read',
   },
 ];
 
@@ -95,7 +95,7 @@ const extraProperties = {
     http_endpoint_configuration: {
       schema: { type: 'null' },
       sent: 'always `null`',
-      why: 'the spec (`spec/edge-ingress-api.md`) lists it ("endpoint configuration for plain HTTP, or null"), this file does not; edgeplane offers no endpoint configurations',
+      why: 'the Edge Ingress API\'s specification lists it ("endpoint configuration for plain HTTP, or null"), this file does not; edgeplane offers no endpoint configurations',
     },
     https_endpoint_configuration: {
       schema: { type: 'null' },
@@ -172,7 +172,7 @@ function markdownRows() {
     for (const [p, e] of Object.entries(props)) rows.push(`| ${s}: \`${p}\` (not in the file) | ${e.sent} | ${e.why} |`);
   }
   for (const op of extraOperations) rows.push(`| \`${op.method} ${op.path}\` (not in the file) | ${op.sent} | ${op.why} |`);
-  rows.push('| every error (the file documents none) | `{"error_code", "status_code", "msg", "details": {"operation_id"[, "field"]}}` | DESIGN.md section 5; `details.field` names the field at fault (docs/decisions.md) |');
+  rows.push('| every error (the file documents none) | `{"error_code", "status_code", "msg", "details": {"operation_id"[, "field"]}}` | the shape of ngrok\'s API errors; `details.field` names the field at fault (docs/decisions.md) |');
   return rows;
 }
 
