@@ -222,8 +222,8 @@ func parseConcurrencies(list string) ([]int, error) {
 	return out, nil
 }
 
-// publish prints a benchmark's report and, when out is set, writes it there too (the README and
-// docs/performance.md quote those files).
+// publish prints a benchmark's report and, when out is set, writes it there too
+// (docs/performance.md quotes those files).
 func publish(report, out string) error {
 	fmt.Print(report)
 	if out == "" {
