@@ -79,7 +79,7 @@ func TestHostilePlanRSS(t *testing.T) {
 		}
 	})
 	for i := range replaced {
-		if status, b := api.do("PATCH", "/edges/tls/"+tls[0], map[string]any{
+		if status, b := api.write("PATCH", "/edges/tls/"+tls[0], map[string]any{
 			"traffic_policy": map[string]any{"value": densePolicy(tlsEdges + i)}}); status != 200 {
 			t.Fatalf("PATCH %s: %d %.300s", tls[0], status, b)
 		}
