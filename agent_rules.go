@@ -30,6 +30,8 @@ const (
 	AgentCodeBadName         = 326  // the requested name is not a valid hostname
 	AgentCodeUnsupportedOpt  = 3208 // edgeplane: a bind option whose module is not enforced yet
 	AgentCodeNoTCPPort       = 325  // no free TCP port for a random address
+	AgentCodeSessionLimit    = 324  // the session holds as many tunnels (of a kind) as it may
+	AgentCodeAccountLimit    = 5000 // the account holds as many tunnels (of a kind) as it may
 	AgentCodeNoToken         = 4018 // the Auth message carries no authtoken
 	AgentCodePoolMix         = 6030 // a pooled and an unpooled bind of the same endpoint
 )

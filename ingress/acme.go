@@ -58,7 +58,7 @@ func (s *Server) answerALPN(c net.Conn, sni string, protos []string) bool {
 		return false
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(helloTimeout))
+	_ = c.SetDeadline(time.Now().Add(s.headerTimeout()))
 	conn := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}, NextProtos: []string{acmeALPN}, MinVersion: tls.VersionTLS12})
 	_ = conn.Handshake()
 	return true

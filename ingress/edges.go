@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
-	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -124,7 +123,7 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge) {
 	if e.Terminate {
 		cfg := connTLS(s.tlsBase, e.TLS, nil)
 		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
-		tc, ok := terminate(c, cfg)
+		tc, ok := s.terminate(c, cfg)
 		if !ok {
 			return
 		}
@@ -157,14 +156,14 @@ func (s *Server) serveTCPEdge(addr string, c net.Conn) {
 
 // carry opens the target's connection and pipes bytes both ways.
 func (s *Server) carry(pub net.Conn, t target) {
-	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := t.dial(ctx)
 	cancel()
 	if err != nil {
 		s.log.Debug("edge backend unreachable", "err", err)
 		return
 	}
-	netx.Pipe(pub, up)
+	s.pipe(pub, up)
 }
 
 // SyncTCPEdges opens a listener for each TCP edge address of the plan that has none, and closes
@@ -172,10 +171,11 @@ func (s *Server) carry(pub net.Conn, t target) {
 // endpoint, another program) is logged and tried again at the next change.
 func (s *Server) SyncTCPEdges(pl *plan.Plan) {
 	want := map[int]string{}
+	account := map[int]string{} // whose connections a port's are (a reservation can change hands)
 	for _, addr := range pl.TCPAddrs() {
 		_, portText, err := net.SplitHostPort(addr)
 		if port, perr := strconv.Atoi(portText); err == nil && perr == nil {
-			want[port] = addr
+			want[port], account[port] = addr, pl.TCP(addr).Account
 		}
 	}
 	s.mu.Lock()
@@ -184,7 +184,7 @@ func (s *Server) SyncTCPEdges(pl *plan.Plan) {
 	}
 	var closing []*tcpListener
 	for port, l := range s.tcpEdge {
-		if _, keep := want[port]; !keep {
+		if _, keep := want[port]; !keep || l.account != account[port] {
 			closing = append(closing, l)
 			delete(s.tcpEdge, port)
 		}
@@ -201,7 +201,7 @@ func (s *Server) SyncTCPEdges(pl *plan.Plan) {
 	}
 	for _, port := range opening {
 		addr := want[port]
-		closer, err := s.ListenTCP(port, func(c net.Conn) { s.serveTCPEdge(addr, c) })
+		closer, err := s.ListenTCP(port, account[port], func(c net.Conn) { s.serveTCPEdge(addr, c) })
 		if err != nil {
 			s.log.Warn("TCP edge cannot listen", "addr", addr, "port", port, "err", err)
 			continue

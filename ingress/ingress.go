@@ -27,7 +27,8 @@ type Endpoint interface {
 	// ID is the tunnel's id (for connection pooling and logs).
 	ID() string
 	// AccountID is the account of the agent's credential: only the account holding a host may
-	// serve it (holder.go).
+	// serve it (holder.go), and its public connections count against that account's share of
+	// the public listeners (netx.Claim).
 	AccountID() string
 	// Chain is the stages of the endpoint's modules; nil when it has none.
 	Chain() *enforce.Chain
@@ -74,20 +75,39 @@ type Config struct {
 	// request; zero is DefaultIdleTimeout. Idle connections hold connection slots, so it is
 	// short, like ngrok's edge's.
 	IdleTimeout time.Duration
+	// HeaderTimeout is the longest a public client may take to send its first bytes: an HTTP
+	// request's head, or a TLS ClientHello and, where the listener terminates TLS, the rest of
+	// the handshake; zero is DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// TCPIdle is the longest a connection carried as it is (TCP endpoints and edges, TLS
+	// endpoints and edges) may move no byte either way before both its sides are closed; zero
+	// is DefaultTCPIdleTimeout.
+	TCPIdle time.Duration
 	// Logger receives connection-level events; nil discards.
 	Logger *slog.Logger
 }
 
-// Timeouts of the public listeners: every read from the internet is bounded in time.
+// dialTimeout bounds opening the stream to an agent (or the connection to a backend) for a
+// public connection; maxHeaderBytes bounds an HTTP request's head.
 const (
-	helloTimeout      = 10 * time.Second
-	readHeaderTimeout = 10 * time.Second
-	maxHeaderBytes    = 64 << 10
+	dialTimeout    = 10 * time.Second
+	maxHeaderBytes = 64 << 10
 )
 
-// DefaultIdleTimeout is Config.IdleTimeout's default: a browser reuses a connection for the
-// requests of one page, and a connection idle longer holds a slot another client may need.
-const DefaultIdleTimeout = 5 * time.Second
+// Defaults of the public listeners' timeouts: every read from the internet is bounded in time.
+const (
+	// DefaultIdleTimeout is Config.IdleTimeout's default: a browser reuses a connection for
+	// the requests of one page, and a connection idle longer holds a slot another client may
+	// need.
+	DefaultIdleTimeout = 5 * time.Second
+	// DefaultHeaderTimeout is Config.HeaderTimeout's default.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultTCPIdleTimeout is Config.TCPIdle's default, ngrok's idle timeout of TCP and
+	// TLS endpoints: a carried connection whose two sides have both gone quiet (an agent that
+	// never answers, a client that vanished without a FIN) ends instead of holding its slot
+	// for ever.
+	DefaultTCPIdleTimeout = 5 * time.Minute
+)
 
 // Server owns the public listeners and everything they started.
 type Server struct {
@@ -148,10 +168,10 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 			count.Add(1)
 			s.proxy.serve(w, r, proto)
 		}),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: s.headerTimeout(),
 		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnContext:       withConnID,
+		ConnContext:       connContext,
 		// The limiter keeps the idle connections, the ones it closes first to admit a new
 		// client when the public listeners are at their connection limit.
 		ConnState: netx.ConnState,
@@ -171,6 +191,23 @@ func (s *Server) idleTimeout() time.Duration {
 		return s.cfg.IdleTimeout
 	}
 	return DefaultIdleTimeout
+}
+
+func (s *Server) headerTimeout() time.Duration {
+	if s.cfg.HeaderTimeout > 0 {
+		return s.cfg.HeaderTimeout
+	}
+	return DefaultHeaderTimeout
+}
+
+// pipe carries a public connection pub to up until both are done, or both have been quiet for
+// the TCP idle timeout.
+func (s *Server) pipe(pub, up net.Conn) {
+	idle := s.cfg.TCPIdle
+	if idle <= 0 {
+		idle = DefaultTCPIdleTimeout
+	}
+	netx.Pipe(pub, up, idle)
 }
 
 // ServeHTTP serves plain HTTP on ln until Close.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/internal/netx"
 )
 
 // proxy carries public HTTP requests to agents as HTTP/1.1 over proxy streams. Streams are kept
@@ -35,9 +36,10 @@ const (
 
 var connSeq atomic.Uint64
 
-// withConnID gives each public connection a number, part of the key of its agent streams.
-func withConnID(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connIDKey, connSeq.Add(1))
+// connContext gives each public connection a number, part of the key of its agent streams, and
+// records the connection for the limiter (netx.ClaimContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return netx.ConnContext(context.WithValue(ctx, connIDKey, connSeq.Add(1)), c)
 }
 
 // dialInfo is what the transport needs to open a connection for a request, and the protocol
@@ -111,7 +113,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 	if proto == "https" {
 		e, hep := p.s.httpsRoute(host)
 		if e != nil {
-			p.serveEdge(w, r, e)
+			if p.claim(w, r, e.Account) {
+				p.serveEdge(w, r, e)
+			}
 			return
 		}
 		ep = hep
@@ -129,7 +133,23 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
+	if !p.claim(w, r, ep.AccountID()) {
+		return
+	}
 	ep.HTTPHandler(func() http.Handler { return ep.Chain().Handler(p.endpointFinal(ep, proto)) }).ServeHTTP(w, r)
+}
+
+// claim counts the request's connection against the account whose endpoint or edge it was
+// routed to, while the request is in progress; at the account's share of the public
+// connections (--public-max-connections-per-account) it answers 429 with ERR_NGROK_714
+// instead, and the connection, idle after the answer, holds no protected slot.
+func (p *proxy) claim(w http.ResponseWriter, r *http.Request, account string) bool {
+	if netx.ClaimContext(r.Context(), account) {
+		return true
+	}
+	enforce.ErrorPage(w, http.StatusTooManyRequests, 714,
+		"The account serving this endpoint has reached its limit of simultaneous public connections on this server (--public-max-connections-per-account).")
+	return false
 }
 
 // endpointFinal is the handler behind an endpoint's stages: carry the request to the agent.

@@ -81,7 +81,7 @@ func (c *replayConn) CloseWrite() error {
 // the client's TLS untouched; an HTTPS endpoint (or a name edgeplane serves a certificate for) is
 // terminated here and served as HTTP; anything else is closed.
 func (s *Server) routeTLS(c net.Conn) {
-	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(s.headerTimeout()))
 	sni, protos, hello, err := readHello(c)
 	if err != nil {
 		c.Close()
@@ -92,12 +92,23 @@ func (s *Server) routeTLS(c net.Conn) {
 	if s.answerALPN(conn, sni, protos) {
 		return
 	}
+	// A TLS edge's or endpoint's connection counts against its account from here; at the
+	// account's share of the public connections it is closed, as ngrok closes a TCP or TLS
+	// connection over a connection limit.
 	e, ep := s.tlsRoute(sni)
 	if e != nil {
+		if !netx.Claim(c, e.Account) {
+			c.Close()
+			return
+		}
 		s.serveTLSEdge(conn, e)
 		return
 	}
 	if ep != nil {
+		if !netx.Claim(c, ep.AccountID()) {
+			c.Close()
+			return
+		}
 		s.serveTLSEndpoint(conn, ep)
 		return
 	}
@@ -140,12 +151,12 @@ func connTLS(base *tls.Config, policy plan.TLSPolicy, cert *tls.Certificate) *tl
 	return c
 }
 
-// terminate runs the server side of a TLS handshake on c with cfg, bounded in time; false means
-// it failed (a client without the certificate mutual TLS requires, a version below the
-// minimum, a name without a certificate) and c is to be closed.
-func terminate(c net.Conn, cfg *tls.Config) (*tls.Conn, bool) {
+// terminate runs the server side of a TLS handshake on c with cfg, bounded by the header
+// timeout; false means it failed (a client without the certificate mutual TLS requires, a
+// version below the minimum, a name without a certificate) and c is to be closed.
+func (s *Server) terminate(c net.Conn, cfg *tls.Config) (*tls.Conn, bool) {
 	tc := tls.Server(c, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.headerTimeout())
 	defer cancel()
 	return tc, tc.HandshakeContext(ctx) == nil
 }
@@ -172,17 +183,17 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint) {
 		policy, cert := ep.TLSPolicy()
 		cfg := connTLS(s.tlsBase, policy, cert)
 		cfg.NextProtos = nil // the plaintext goes to the agent as it is, whatever it speaks
-		tc, ok := terminate(c, cfg)
+		tc, ok := s.terminate(c, cfg)
 		if !ok {
 			return
 		}
 		pub = tc
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := ep.Dial(ctx, c.RemoteAddr().String(), "tls", "", passthrough)
 	cancel()
 	if err != nil {
 		return
 	}
-	netx.Pipe(pub, up)
+	s.pipe(pub, up)
 }

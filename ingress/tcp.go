@@ -8,16 +8,19 @@ import (
 	"github.com/edgeplane/edgeplane/internal/netx"
 )
 
-// ListenTCP opens the public listener of a tcp endpoint on port of the TCP listen host and
-// hands each connection to serve. A port in use by something else fails at once with the
-// listener's error, which the agent's bind reports.
-func (s *Server) ListenTCP(port int, serve func(net.Conn)) (io.Closer, error) {
+// ListenTCP opens the public listener of account's tcp endpoint (or TCP edge) on port of the
+// TCP listen host and hands each connection to serve. Its connections count against the
+// account from their accepting (netx.Limiter.ListenAccount): past the account's share of the
+// public connections, a new one is closed at once, before it takes anybody's slot. A port in
+// use by something else fails at once with the listener's error, which the agent's bind
+// reports.
+func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.Closer, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
 	if s.cfg.Limiter != nil {
-		ln = s.cfg.Limiter.Listen(ln)
+		ln = s.cfg.Limiter.ListenAccount(ln, account)
 	}
 	if !s.track(ln) {
 		return nil, net.ErrClosed
@@ -33,13 +36,14 @@ func (s *Server) ListenTCP(port int, serve func(net.Conn)) (io.Closer, error) {
 			serve(c)
 		})
 	}()
-	return &tcpListener{s: s, ln: ln}, nil
+	return &tcpListener{s: s, ln: ln, account: account}, nil
 }
 
 // tcpListener closes an endpoint's listener and forgets it.
 type tcpListener struct {
-	s  *Server
-	ln net.Listener
+	s       *Server
+	ln      net.Listener
+	account string
 }
 
 func (l *tcpListener) Close() error {

@@ -216,7 +216,9 @@ func (l *Link) serveStream(in *inLink, st muxado.Stream) {
 	// agent's stream when it does.
 	stop := context.AfterFunc(in.ctx, func() { agent.Close() })
 	defer stop()
-	netx.Pipe(c, agent)
+	// No idle timeout here: the replica that took the public connection bounds its quiet time
+	// (--public-tcp-idle-timeout), and its end closes the stream.
+	netx.Pipe(c, agent, 0)
 }
 
 // echo answers the pings of a peer's ping stream. A second ping stream is refused with the

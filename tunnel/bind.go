@@ -36,6 +36,10 @@ func (s *session) bind(m *bindMsg) bindResp {
 		opts = json.RawMessage("{}")
 	}
 	resp := bindResp{ID: m.ID, Proto: m.Proto, Opts: opts}
+	if berr := s.admitQuota(m.Proto); berr != nil {
+		resp.Error = berr.text()
+		return resp
+	}
 	t, echo, berr := s.prepareBind(m)
 	if berr != nil {
 		resp.Error = berr.text()
@@ -222,7 +226,7 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 				continue
 			}
 			t.addr = a
-			l, err := s.gw.cfg.ListenTCP(port, serve)
+			l, err := s.gw.cfg.ListenTCP(port, s.cred.AccountID, serve)
 			if err != nil {
 				continue
 			}
@@ -267,9 +271,17 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 		return refuse(ep.AgentCodeOnline, "This session already has a tunnel with id %s.", t.id)
 	}
 	// Under the lock the credential check takes to narrow the ACL: a bind that read the old ACL
-	// is either seen by that check or sees the new ACL here.
-	if berr := s.permits(s.acl, t); berr != nil {
+	// is either seen by that check or sees the new ACL here. The session's quotas are checked
+	// under it too, so binds racing on one session cannot pass them together.
+	berr := s.permits(s.acl, t)
+	if berr == nil {
+		berr = s.overSession(kindOf(t.proto))
+	}
+	if berr != nil {
 		s.mu.Unlock()
+		if t.listener != nil {
+			t.listener.Close() // a random port's, opened while choosing it
+		}
 		return berr
 	}
 	s.tunnels[t.id] = t
@@ -318,6 +330,10 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 		undo()
 		unrow()
 		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is online with other TLS settings (mutual TLS CAs, TLS termination or its certificate); every pooled bind of an endpoint must give the same, since the TLS handshake comes before the choice of a bind.", t.url)
+	case "quota-tcp", "quota-labeled":
+		undo()
+		unrow()
+		return accountRefusal(s.gw.cfg.Quotas, kindOf(t.proto))
 	}
 	if t.proto == "tcp" && first {
 		l := t.listener // a random port's, opened while choosing it
@@ -325,7 +341,7 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 			_, portText, _ := net.SplitHostPort(t.addr)
 			port, _ := strconv.Atoi(portText)
 			var err error
-			if l, err = s.gw.cfg.ListenTCP(port, func(c net.Conn) { s.gw.serveTCP(t.addr, c) }); err != nil {
+			if l, err = s.gw.cfg.ListenTCP(port, s.cred.AccountID, func(c net.Conn) { s.gw.serveTCP(t.addr, c) }); err != nil {
 				s.gw.Registry.remove(t)
 				undo()
 				unrow()
@@ -352,8 +368,14 @@ func (s *session) label(m *labelMsg) labelResp {
 			return labelResp{Error: errorText(ep.AgentCodeBadBind, "Label %q is empty or longer than 256 characters.", k)}
 		}
 	}
+	if q := s.gw.cfg.Quotas.LabelBytes; q > 0 && labelBytes(m.Labels) > q {
+		return labelResp{Error: errorText(ep.AgentCodeBadBind, "The labels take %d bytes (keys and values); a labeled tunnel's labels may take at most %d (--agent-max-label-bytes).", labelBytes(m.Labels), q)}
+	}
 	if ok, refused := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Labels: m.Labels}); !ok {
 		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
+	}
+	if berr := s.admitQuota(""); berr != nil {
+		return labelResp{Error: berr.text()}
 	}
 	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}
 	t.id, _ = ep.NewID("tn")

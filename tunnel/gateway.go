@@ -25,9 +25,15 @@ type Config struct {
 	// Settings supply the service domains (names agents may bind without reserving them, and
 	// where random names go) and the public TCP host and port range.
 	Settings ep.Settings
-	// ListenTCP opens the public listener of a tcp bind on port, handing each accepted
-	// connection to serve; the public listeners own it (ingress.TCP). Nil refuses tcp binds.
-	ListenTCP func(port int, serve func(net.Conn)) (io.Closer, error)
+	// ListenTCP opens the public listener of an account's tcp bind on port, handing each
+	// accepted connection to serve; the public listeners own it (ingress.ListenTCP), and count
+	// its connections against the account. Nil refuses tcp binds.
+	ListenTCP func(port int, account string, serve func(net.Conn)) (io.Closer, error)
+	// TCPIdle ends a public connection of a tcp endpoint once no byte has moved either
+	// way for this long; zero never does.
+	TCPIdle time.Duration
+	// Quotas bound the tunnels sessions and accounts hold online (quota.go).
+	Quotas Quotas
 	// Replica names this process in the session rows, so every replica's API lists every
 	// replica's agents and a dead replica's rows expire.
 	Replica string
@@ -102,6 +108,7 @@ func New(cfg Config) *Gateway {
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
+	g.Registry.quotas = cfg.Quotas
 	if cfg.Store != nil {
 		g.changes = cfg.Store.SubscribeAgents()
 	}

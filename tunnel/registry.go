@@ -192,7 +192,14 @@ type Registry struct {
 	// count is the tunnels registered, every bind of a pooled endpoint and every labeled
 	// tunnel; guarded by mu.
 	count int
+	// accounts counts, by account, the tcp endpoints and labeled tunnels online here, which
+	// quotas bound (quota.go); guarded by mu.
+	accounts map[string]*held
+	quotas   Quotas
 }
+
+// held is what one account holds on this replica: tcp endpoints (ports) and labeled tunnels.
+type held struct{ tcp, labeled int }
 
 type snapshot struct {
 	endpoints map[endpointKey]*group
@@ -203,7 +210,7 @@ type snapshot struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	r := &Registry{tcp: map[string]io.Closer{}}
+	r := &Registry{tcp: map[string]io.Closer{}, accounts: map[string]*held{}}
 	r.snap.Store(&snapshot{endpoints: map[endpointKey]*group{}, labeled: map[string][]*Tunnel{}})
 	return r
 }
@@ -241,31 +248,70 @@ func (r *Registry) Tunnels() int {
 	return r.count
 }
 
+// held returns the tcp endpoints and labeled tunnels the account holds on this replica.
+func (r *Registry) held(account string) (tcp, labeled int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.accounts[account]; h != nil {
+		return h.tcp, h.labeled
+	}
+	return 0, 0
+}
+
+// hold adds n to what t's account holds of t's kind (a labeled tunnel, or a tcp endpoint);
+// r.mu must be held.
+func (r *Registry) hold(t *Tunnel, n int) {
+	account := t.AccountID()
+	h := r.accounts[account]
+	if h == nil {
+		h = &held{}
+		r.accounts[account] = h
+	}
+	if t.proto == "" {
+		h.labeled += n
+	} else {
+		h.tcp += n
+	}
+	if h.tcp == 0 && h.labeled == 0 {
+		delete(r.accounts, account)
+	}
+}
+
 // add registers t; for an endpoint already online it refuses unless both the online binds and t
 // ask for pooling, with the same TLS settings, and are of one account. conflict is "" on
 // success, "account" (another account's tunnel serves the name here, on any protocol, pooled or
-// not), "online", "pool-mix" or "pool-tls" otherwise; first says t is the endpoint's first bind
-// (whose tcp listener is to be opened).
+// not), "online", "pool-mix" or "pool-tls" otherwise, and "quota-labeled" or "quota-tcp" for a
+// labeled tunnel or a new tcp endpoint beyond its account's quota on this replica; first says t
+// is the endpoint's first bind (whose tcp listener is to be opened).
 func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := r.snap.Load()
 	next := &snapshot{endpoints: old.endpoints, labeled: old.labeled}
 	if t.proto == "" {
-		next.labeled = maps.Clone(old.labeled)
 		account := t.AccountID()
+		if q := r.quotaConflict(old, t); q != "" {
+			return q, false
+		}
+		next.labeled = maps.Clone(old.labeled)
 		next.labeled[account] = append(slices.Clone(old.labeled[account]), t)
 		r.snap.Store(next)
 		r.count++
+		r.hold(t, 1)
 		return "", true
 	}
 	key := t.key()
 	if conflict := old.conflict(t); conflict != "" {
 		return conflict, false
 	}
+	if q := r.quotaConflict(old, t); q != "" {
+		return q, false
+	}
 	var tunnels []*Tunnel
 	if g := old.endpoints[key]; g != nil {
 		tunnels = append(tunnels, g.tunnels...)
+	} else if t.proto == "tcp" {
+		r.hold(t, 1) // a new port; pooled binds share their endpoint's
 	}
 	next.endpoints = maps.Clone(old.endpoints)
 	next.endpoints[key] = &group{tunnels: append(tunnels, t)}
@@ -277,10 +323,29 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 // Conflict is what add would refuse t for now ("" for nothing), without adding it: a bind asks
 // before it writes its row, so that a bind refused here writes none.
 func (r *Registry) Conflict(t *Tunnel) string {
-	if t.proto == "" {
-		return ""
+	if t.proto != "" {
+		if c := r.snap.Load().conflict(t); c != "" {
+			return c
+		}
 	}
-	return r.snap.Load().conflict(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.quotaConflict(r.snap.Load(), t)
+}
+
+// quotaConflict is "quota-labeled" for a labeled tunnel, and "quota-tcp" for a tcp bind that
+// would open a new port, beyond what t's account may hold on this replica; "" otherwise. r.mu
+// must be held.
+func (r *Registry) quotaConflict(s *snapshot, t *Tunnel) string {
+	h := r.accounts[t.AccountID()]
+	switch {
+	case h == nil:
+	case t.proto == "" && r.quotas.LabeledPerAccount > 0 && h.labeled >= r.quotas.LabeledPerAccount:
+		return "quota-labeled"
+	case t.proto == "tcp" && s.endpoints[t.key()] == nil && r.quotas.TCPPerAccount > 0 && h.tcp >= r.quotas.TCPPerAccount:
+		return "quota-tcp"
+	}
+	return ""
 }
 
 // conflict is why t cannot join the snapshot's endpoints ("" when it can).
@@ -349,6 +414,7 @@ func (r *Registry) remove(t *Tunnel) bool {
 		}
 		r.snap.Store(next)
 		r.count--
+		r.hold(t, -1)
 		return true
 	}
 	key := t.key()
@@ -368,9 +434,12 @@ func (r *Registry) remove(t *Tunnel) bool {
 	next.endpoints = maps.Clone(old.endpoints)
 	if len(rest) == 0 {
 		delete(next.endpoints, key)
-		if l := r.tcp[t.addr]; l != nil && t.proto == "tcp" {
-			l.Close()
-			delete(r.tcp, t.addr)
+		if t.proto == "tcp" {
+			r.hold(t, -1) // the endpoint's port, counted with its first bind
+			if l := r.tcp[t.addr]; l != nil {
+				l.Close()
+				delete(r.tcp, t.addr)
+			}
 		}
 	} else {
 		next.endpoints[key] = &group{tunnels: rest}

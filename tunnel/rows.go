@@ -150,7 +150,7 @@ func (g *Gateway) serveTCP(addr string, c net.Conn) {
 	if err != nil {
 		return
 	}
-	netx.Pipe(c, up)
+	netx.Pipe(c, up, g.cfg.TCPIdle)
 }
 
 // authLimiter answers an agent that keeps presenting the same refused token from the same

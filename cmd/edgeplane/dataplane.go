@@ -48,6 +48,7 @@ type dataPlaneFlags struct {
 	publicMax, publicMaxPerIP                    *int
 	// publicIdle is --public-idle-timeout, parsed by listen.
 	publicIdle *string
+	iso        *isolationFlags
 	fs         *flag.FlagSet
 }
 
@@ -102,6 +103,7 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 		oauthEndpoints: newListFlag(fs, "oauth-endpoints", "EDGEPLANE_OAUTH_ENDPOINTS", ";",
 			"override an OAuth provider's endpoints: PROVIDER=AUTHORIZE_URL,TOKEN_URL,USERINFO_URL (https); repeatable (env EDGEPLANE_OAUTH_ENDPOINTS, semicolon-separated)"),
 		acme: addACMEFlags(fs),
+		iso:  addIsolationFlags(fs),
 		fs:   fs,
 	}
 }
@@ -149,6 +151,7 @@ type dataPlane struct {
 	metrics       dataPlaneMetrics
 	// publicIdle is the public HTTP and HTTPS listeners' keep-alive idle timeout.
 	publicIdle time.Duration
+	iso        isolation // what keeps accounts from starving one another (dataplane_limits.go)
 	// replica names this process in the session rows.
 	replica string
 	st      *store.Store
@@ -164,6 +167,10 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.iso, err = f.iso.parse(); err != nil {
+		return nil, err
+	}
+	publicLimits.PerAccount = d.iso.publicPerAccount.of(publicLimits.Max)
 	if d.publicIdle, err = time.ParseDuration(*f.publicIdle); err != nil || d.publicIdle <= 0 {
 		return nil, fmt.Errorf("--public-idle-timeout must be a positive duration like %s, got %q", ingress.DefaultIdleTimeout, *f.publicIdle)
 	}
@@ -232,24 +239,6 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	return d, nil
 }
 
-// logEviction reports the connections closed to make room on a listener, at debug level (a
-// flood of them is what eviction is for), once start has given the data plane its logger.
-func (d *dataPlane) logEviction(listener string) func(netx.Eviction) {
-	return func(ev netx.Eviction) {
-		if log := d.log.Load(); log != nil {
-			evictionLogger(log, listener)(ev)
-		}
-	}
-}
-
-// evictionLogger logs each connection a listener's limiter closes to admit a new client.
-func evictionLogger(log *slog.Logger, listener string) func(netx.Eviction) {
-	return func(ev netx.Eviction) {
-		log.Debug("connection closed to admit a new client", "listener", listener, "remote", ev.Remote.String(),
-			"pending", ev.Pending, "trusted", ev.Trusted, "unproductive", ev.Unproductive.Round(time.Millisecond))
-	}
-}
-
 // loadCA returns edgeplane's CA, making it on first use and sharing it through the database.
 func loadCA(ctx context.Context, st *store.Store) (*pki.CA, error) {
 	certPEM, keyPEM, err := st.SystemSecret(ctx, caName, func() (string, string, error) {
@@ -310,6 +299,8 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		OutboundRoots: d.outboundRoots,
 		Limiter:       d.public,
 		IdleTimeout:   d.publicIdle,
+		HeaderTimeout: d.iso.headerTimeout,
+		TCPIdle:       d.iso.tcpIdle,
 		Logger:        log,
 	})
 	d.gw = tunnel.New(tunnel.Config{
@@ -317,6 +308,8 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
 		ListenTCP: d.pub.ListenTCP,
+		TCPIdle:   d.iso.tcpIdle,
+		Quotas:    d.iso.resolve(settings),
 		Replica:   d.replica,
 		Logger:    log,
 		Version:   versionString(),

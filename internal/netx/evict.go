@@ -34,7 +34,9 @@ func (ln *listener) acceptEvicting() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.overAddr(c) {
+		// Over its address's or its account's limit, it is closed before it takes a slot: it
+		// makes no room, closing nobody's connection for a client that would be refused.
+		if l.overAddr(c) || l.overAccount(ln.account) {
 			c.Close()
 			continue
 		}
@@ -42,7 +44,7 @@ func (ln *listener) acceptEvicting() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		if lc := l.admit(c, ln.pending); lc != nil {
+		if lc := l.admit(c, ln.pending, ln.account); lc != nil {
 			return lc, nil
 		}
 		c.Close()
@@ -126,12 +128,14 @@ func (l *Limiter) evictOldest() {
 }
 
 // setIdle puts c at the end of its unproductive list as idle, or takes it out of the lists. A
-// closed connection is never put in.
+// closed connection is never put in. An idle connection does no account's work: it leaves its
+// account's count until its next request is routed (Claim).
 func (l *Limiter) setIdle(c *conn, idle bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.delist(c)
 	if idle {
+		l.uncount(c)
 		l.enlist(c, false)
 	}
 }

@@ -41,6 +41,12 @@ type Limits struct {
 	// OnEvict, when not nil, is told of each connection closed to make room (after it was
 	// closed), for logs; it runs on the accepting goroutine and must not block.
 	OnEvict func(Eviction)
+	// PerAccount is the most connections one account may hold at once (see account.go): those
+	// accepted on a listener of its own (ListenAccount, a TCP endpoint's) from their accepting,
+	// and those routed to it (Claim) while they do its work. Beyond it, a connection of the
+	// account's listener is closed as soon as accepted, before it takes a slot, and Claim
+	// refuses; so one account's clients never hold more than this share of Max.
+	PerAccount int
 }
 
 // Stats are a limiter's counts, for tests and metrics.
@@ -51,8 +57,9 @@ type Stats struct {
 	Open, Untrusted, Idle, Pending int
 	// Accepted counts the connections handed to the server, Refused those closed at once
 	// because their address had reached its limit, Evicted the unproductive connections
-	// closed to make room for a new one (see Limits.Evict).
-	Accepted, Refused, Evicted uint64
+	// closed to make room for a new one (see Limits.Evict), AccountRefused the connections
+	// closed at once or refused by Claim because their account had reached Limits.PerAccount.
+	Accepted, Refused, Evicted, AccountRefused uint64
 }
 
 // A Limiter counts the live connections of one or more listeners (see Listen) and holds them
@@ -63,7 +70,9 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	addrs map[netip.Addr]*addrCount
-	stats Stats
+	// accounts counts the connections each account holds (see Limits.PerAccount).
+	accounts map[string]int
+	stats    Stats
 	// unproductive holds the connections that may be closed to make room (see Limits.Evict),
 	// the untrusted ones [0] and the trusted ones [1], each longest unproductive first;
 	// pending counts those of them that never did their first work. idled is signalled when
@@ -78,7 +87,7 @@ type addrCount struct{ open, untrusted int }
 
 // NewLimiter returns a limiter with the limits; negative fields count as zero (no limit).
 func NewLimiter(lim Limits) *Limiter {
-	l := &Limiter{lim: lim, addrs: map[netip.Addr]*addrCount{}, idled: make(chan struct{}, 1)}
+	l := &Limiter{lim: lim, addrs: map[netip.Addr]*addrCount{}, accounts: map[string]int{}, idled: make(chan struct{}, 1)}
 	if lim.Max > 0 {
 		l.sem = make(chan struct{}, lim.Max)
 	}
@@ -119,7 +128,8 @@ type listener struct {
 	l       *Limiter
 	done    chan struct{}
 	once    sync.Once
-	pending bool // connections start pending (see ListenPending)
+	pending bool   // connections start pending (see ListenPending)
+	account string // the account every connection is counted against (see ListenAccount)
 }
 
 // Accept waits for a free slot, then accepts the next connection whose address is within its
@@ -142,7 +152,7 @@ func (ln *listener) Accept() (net.Conn, error) {
 			ln.l.releaseSlot()
 			return nil, err
 		}
-		if lc := ln.l.admit(c, false); lc != nil {
+		if lc := ln.l.admit(c, false, ln.account); lc != nil {
 			return lc, nil
 		}
 		c.Close()
@@ -175,12 +185,18 @@ func addrKey(a net.Addr) (netip.Addr, bool) {
 	return ip, true
 }
 
-// admit counts c against its address, or refuses it (releasing its slot) and returns nil. A
-// pending connection joins the unproductive ones when the limits evict.
-func (l *Limiter) admit(c net.Conn, pending bool) *conn {
+// admit counts c against its address and its listener's account ("" for none), or refuses it
+// (releasing its slot) and returns nil. A pending connection joins the unproductive ones when
+// the limits evict.
+func (l *Limiter) admit(c net.Conn, pending bool, account string) *conn {
 	key, keyed := addrKey(c.RemoteAddr())
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.accountFull(account) {
+		l.stats.AccountRefused++
+		l.releaseSlot()
+		return nil
+	}
 	if keyed {
 		n := l.addrs[key]
 		if n == nil {
@@ -200,6 +216,7 @@ func (l *Limiter) admit(c net.Conn, pending bool) *conn {
 	l.stats.Untrusted++
 	l.stats.Accepted++
 	lc := &conn{Conn: c, l: l, key: key, keyed: keyed}
+	l.count(lc, account)
 	if pending && l.lim.Evict {
 		l.enlist(lc, true)
 	}
@@ -213,16 +230,21 @@ type conn struct {
 	key   netip.Addr
 	keyed bool
 	// Guarded by l.mu: the connection's place in its limiter's unproductive lists (nil when
-	// in none), the list, whether it is there as pending, and since when.
+	// in none), the list, whether it is there as pending, and since when; the account it is
+	// counted against ("" for none).
 	at      *list.Element
 	in      *list.List
 	pending bool
 	since   time.Time
+	account string
 
 	mu        sync.Mutex
 	trusted   bool
 	closed    bool
 	clampIdle bool // the next read deadline is the wait for a request on an idle connection
+	// carried is the connection Pipe carries this one to: closing this one (to make room, or
+	// when its pipe has been idle) closes it too, so that the pipe ends.
+	carried net.Conn
 }
 
 // Close frees the connection's counts and closes it.
@@ -233,10 +255,17 @@ func (c *conn) Close() error {
 		return c.Conn.Close()
 	}
 	c.closed = true
-	trusted := c.trusted
+	trusted, carried := c.trusted, c.carried
+	c.carried = nil
 	c.mu.Unlock()
+	if carried != nil {
+		// Not on this goroutine: closing an agent's stream writes to its session, and Close
+		// may be called by an Accept making room, which must not wait.
+		go carried.Close()
+	}
 	c.l.mu.Lock()
 	c.l.delist(c)
+	c.l.uncount(c)
 	c.l.stats.Open--
 	if !trusted {
 		c.l.stats.Untrusted--
@@ -370,6 +399,10 @@ func ConnState(c net.Conn, st http.ConnState) {
 	}
 	if lc.l.lim.Evict {
 		lc.l.setIdle(lc, st == http.StateIdle)
+	} else if st == http.StateIdle {
+		lc.l.mu.Lock()
+		lc.l.uncount(lc) // an idle connection does no account's work (see Claim)
+		lc.l.mu.Unlock()
 	}
 	if st != http.StateIdle {
 		return

@@ -314,7 +314,7 @@ func TestCarriedConnectionsAreSpared(t *testing.T) {
 	echo := func(c net.Conn) {
 		up, down := net.Pipe()
 		go func() { _, _ = io.Copy(down, down) }() // the "agent": echoes what it is sent
-		Pipe(c, up)
+		Pipe(c, up, 0)
 	}
 	serveRaw := func(ln net.Listener, first bool) string {
 		t.Cleanup(func() { ln.Close() })
