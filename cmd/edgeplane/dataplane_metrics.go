@@ -26,7 +26,7 @@ var (
 	connOpenDesc = prometheus.NewDesc("edgeplane_connections_open",
 		"Connections open now, by listener: api, agent, public (HTTP, TLS and TCP endpoints together).", []string{"listener"}, nil)
 	connTotalDesc = prometheus.NewDesc("edgeplane_connections_total",
-		"Connections by listener and result: accepted (handed to the server), refused (closed at once, their address at its limit), evicted (closed while unproductive to admit a new client at the listener's limit).",
+		"Connections by listener and result: accepted (handed to the server), refused (closed at once, their address at its limit), evicted (closed while unproductive to admit a new client at the listener's limit), account_refused (closed or refused, their account at its share of the public connections).",
 		[]string{"listener", "result"}, nil)
 	publicRequestsDesc = prometheus.NewDesc("edgeplane_public_requests_total",
 		"HTTP requests received on the public listeners, by listener: http, https (the TLS listener's HTTPS endpoints and edges).", []string{"listener"}, nil)
@@ -97,6 +97,7 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(connTotalDesc, prometheus.CounterValue, float64(st.Accepted), name, "accepted")
 		ch <- prometheus.MustNewConstMetric(connTotalDesc, prometheus.CounterValue, float64(st.Refused), name, "refused")
 		ch <- prometheus.MustNewConstMetric(connTotalDesc, prometheus.CounterValue, float64(st.Evicted), name, "evicted")
+		ch <- prometheus.MustNewConstMetric(connTotalDesc, prometheus.CounterValue, float64(st.AccountRefused), name, "account_refused")
 	}
 }
 
