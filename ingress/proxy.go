@@ -113,7 +113,8 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 	if proto == "https" {
 		e, hep := p.s.httpsRoute(host)
 		if e != nil {
-			if p.claim(w, r, e.Account) {
+			if release, ok := p.claim(w, r, e.Account); ok {
+				defer release()
 				p.serveEdge(w, r, e)
 			}
 			return
@@ -133,23 +134,25 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
-	if !p.claim(w, r, ep.AccountID()) {
+	release, ok := p.claim(w, r, ep.AccountID())
+	if !ok {
 		return
 	}
+	defer release()
 	ep.HTTPHandler(func() http.Handler { return ep.Chain().Handler(p.endpointFinal(ep, proto)) }).ServeHTTP(w, r)
 }
 
 // claim counts the request's connection against the account whose endpoint or edge it was
-// routed to, while the request is in progress; at the account's share of the public
+// routed to, until release (the handler's end); at the account's share of the public
 // connections (--public-max-connections-per-account) it answers 429 with ERR_NGROK_714
 // instead, and the connection, idle after the answer, holds no protected slot.
-func (p *proxy) claim(w http.ResponseWriter, r *http.Request, account string) bool {
-	if netx.ClaimContext(r.Context(), account) {
-		return true
+func (p *proxy) claim(w http.ResponseWriter, r *http.Request, account string) (release func(), ok bool) {
+	if release, ok := netx.ClaimRequest(r.Context(), account); ok {
+		return release, true
 	}
 	enforce.ErrorPage(w, http.StatusTooManyRequests, 714,
 		"The account serving this endpoint has reached its limit of simultaneous public connections on this server (--public-max-connections-per-account).")
-	return false
+	return nil, false
 }
 
 // endpointFinal is the handler behind an endpoint's stages: carry the request to the agent.

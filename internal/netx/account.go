@@ -10,8 +10,9 @@ import (
 // connection counts against an account while it does that account's work: a TCP endpoint's
 // listener belongs to one account, known when the connection is accepted (ListenAccount); an
 // HTTP or TLS connection's account is known only once its Host or server name has been routed
-// (Claim). A connection that waits for its first request, or between requests, or whose client
-// has finished sending (rest), belongs to no account: it may be closed to make room anyway.
+// (Claim, or ClaimRequest while a request is in progress). A connection that waits for its
+// first request, or between requests, or whose client has finished sending (rest), belongs to
+// no account: it may be closed to make room anyway.
 
 // ListenAccount is Listen for the listener of one account (a TCP endpoint's): each connection
 // counts against the account from its accepting, and one over Limits.PerAccount is closed as
@@ -29,20 +30,35 @@ func Claim(c net.Conn, account string) bool {
 	if lc == nil || account == "" {
 		return true
 	}
-	return lc.l.claim(lc, account)
+	return lc.l.claim(lc, account, false)
 }
 
-// ClaimContext is Claim for the connection of the request whose context ctx is (see
-// ConnContext).
-func ClaimContext(ctx context.Context, account string) bool {
-	c, ok := ctx.Value(connKey{}).(net.Conn)
-	return !ok || Claim(c, account)
+// ClaimRequest counts the connection of the request whose context ctx is (see ConnContext)
+// against account while the request is in progress: release, called when the handler returns
+// (before the end of the answer is sent), takes it off once no request of the connection is in
+// progress, so that the client's next request, on any connection, finds the count without it.
+// ok is false, counting nothing, when the account holds Limits.PerAccount connections already.
+func ClaimRequest(ctx context.Context, account string) (release func(), ok bool) {
+	c, _ := ctx.Value(connKey{}).(net.Conn)
+	lc := find(c)
+	if lc == nil || account == "" {
+		return func() {}, true
+	}
+	if !lc.l.claim(lc, account, true) {
+		return nil, false
+	}
+	return func() { lc.l.unclaimRequest(lc, account) }, true
 }
 
-func (l *Limiter) claim(c *conn, account string) bool {
+// claim counts c against account; request says it is for one request in progress (see
+// ClaimRequest) rather than for the connection's life (Claim).
+func (l *Limiter) claim(c *conn, account string, request bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.account == account {
+		if request {
+			c.requests++
+		}
 		return true
 	}
 	c.mu.Lock()
@@ -57,7 +73,23 @@ func (l *Limiter) claim(c *conn, account string) bool {
 	}
 	l.uncount(c)
 	l.count(c, account)
+	if request {
+		c.requests = 1
+	}
 	return true
+}
+
+// unclaimRequest ends one request's claim of c for account: c leaves the account's count once
+// none of its requests is in progress.
+func (l *Limiter) unclaimRequest(c *conn, account string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.account != account {
+		return // counted out already (closed, idle) or moved
+	}
+	if c.requests--; c.requests <= 0 {
+		l.uncount(c)
+	}
 }
 
 // rest marks the connection inside c as doing no work for now: it leaves its account's count
@@ -118,7 +150,7 @@ func (l *Limiter) uncount(c *conn) {
 	} else {
 		delete(l.accounts, c.account)
 	}
-	c.account = ""
+	c.account, c.requests = "", 0
 }
 
 // AccountConns returns how many connections account holds now, for tests and metrics.

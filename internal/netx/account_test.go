@@ -2,6 +2,7 @@ package netx
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -113,6 +114,48 @@ func TestClaim(t *testing.T) {
 	}
 	if !Claim(&fakeConn{}, "A") {
 		t.Fatal("a connection no limiter accepted was refused")
+	}
+}
+
+// TestClaimRequest: a request in progress counts its connection against its account once,
+// however many requests share the connection (HTTP/2 streams); the connection leaves the count
+// when the last one's handler returns, and a release after the connection went idle or closed
+// changes nothing.
+func TestClaimRequest(t *testing.T) {
+	f := newFake()
+	l := NewLimiter(Limits{PerAccount: 1})
+	ln := l.Listen(f)
+	c1, _ := accept(t, f, ln, from("10.0.0.1"))
+	c2, _ := accept(t, f, ln, from("10.0.0.2"))
+	ctx1, ctx2 := ConnContext(context.Background(), c1), ConnContext(context.Background(), c2)
+	r1, ok1 := ClaimRequest(ctx1, "A")
+	r2, ok2 := ClaimRequest(ctx1, "A")
+	if !ok1 || !ok2 || l.AccountConns("A") != 1 {
+		t.Fatalf("two requests of one connection: %v %v, A counts %d (want 1)", ok1, ok2, l.AccountConns("A"))
+	}
+	if _, ok := ClaimRequest(ctx2, "A"); ok {
+		t.Fatal("another connection's request admitted beyond PerAccount 1")
+	}
+	r1()
+	if l.AccountConns("A") != 1 {
+		t.Fatal("the connection left the count with a request still in progress")
+	}
+	r2()
+	if l.AccountConns("A") != 0 {
+		t.Fatal("the connection still counts once its requests ended")
+	}
+	r3, ok := ClaimRequest(ctx2, "A")
+	if !ok {
+		t.Fatal("refused once the account's count was free")
+	}
+	ConnState(c2, http.StateIdle)
+	r3()
+	c2.Close()
+	if l.AccountConns("A") != 0 {
+		t.Fatalf("A counts %d after a late release", l.AccountConns("A"))
+	}
+	if release, ok := ClaimRequest(context.Background(), "A"); !ok || release == nil {
+		t.Fatal("a request without a limited connection was refused")
 	}
 }
 

@@ -43,9 +43,10 @@ type Limits struct {
 	OnEvict func(Eviction)
 	// PerAccount is the most connections one account may hold at once (see account.go): those
 	// accepted on a listener of its own (ListenAccount, a TCP endpoint's) from their accepting,
-	// and those routed to it (Claim) while they do its work. Beyond it, a connection of the
-	// account's listener is closed as soon as accepted, before it takes a slot, and Claim
-	// refuses; so one account's clients never hold more than this share of Max.
+	// and those routed to it (Claim, ClaimRequest) while they do its work. Beyond it, a
+	// connection of the account's listener is closed as soon as accepted, before it takes a
+	// slot, and a claim is refused; so one account's clients never hold more than this share of
+	// Max.
 	PerAccount int
 }
 
@@ -231,12 +232,13 @@ type conn struct {
 	keyed bool
 	// Guarded by l.mu: the connection's place in its limiter's unproductive lists (nil when
 	// in none), the list, whether it is there as pending, and since when; the account it is
-	// counted against ("" for none).
-	at      *list.Element
-	in      *list.List
-	pending bool
-	since   time.Time
-	account string
+	// counted against ("" for none), and how many of its requests in progress claimed it.
+	at       *list.Element
+	in       *list.List
+	pending  bool
+	since    time.Time
+	account  string
+	requests int
 
 	mu        sync.Mutex
 	trusted   bool
