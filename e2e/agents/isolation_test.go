@@ -23,7 +23,7 @@ import (
 // `edgeplane apikey create --account name`): the same listeners, its own API key.
 func (w *world) asAccount(name string) *world {
 	w.t.Helper()
-	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", name)
+	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", name, "--create-account")
 	cmd.Env = testproc.CleanEnv(w.env...)
 	out, err := cmd.Output()
 	if err != nil {
