@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"encoding/base64"
 	"math/big"
 	"time"
 
@@ -51,6 +52,18 @@ func (a Answers) TLSALPN01(host string) *tls.Certificate {
 		return nil
 	}
 	return cert
+}
+
+// DNS01 returns the TXT value to publish at name (a wildcard domain's
+// acme_challenge_cname_target) while a DNS-01 challenge is answered there: the base64url SHA-256
+// of the key authorization (RFC 8555 §8.4). It is the authdns server's view of the jobs.
+func (a Answers) DNS01(ctx context.Context, name string) (string, bool, error) {
+	keyAuth, ok, err := a.Store.ACMEDNSChallenge(ctx, name)
+	if !ok || err != nil {
+		return "", false, err
+	}
+	sum := sha256.Sum256([]byte(keyAuth))
+	return base64.RawURLEncoding.EncodeToString(sum[:]), true, nil
 }
 
 // ALPNCert makes the self-signed certificate of a TLS-ALPN-01 answer: host as its only name and

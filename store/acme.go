@@ -11,9 +11,9 @@ import (
 	ep "github.com/edgeplane/edgeplane"
 )
 
-// The certificate manager's state (migration 0006): the acme_jobs table, one row per reserved
-// domain whose certificate is being ordered. See cmd/edgeplane's certificate manager for how the
-// rows are used; the store only keeps them consistent across replicas.
+// The certificate manager's state (migrations 0006 and 0015): the acme_jobs table, one row per
+// reserved domain whose certificate is being ordered. See the certmgr package for how the rows
+// are used; the store only keeps them consistent across replicas.
 
 // ManagedDomain is a reserved domain with a certificate management policy.
 type ManagedDomain struct {
@@ -108,6 +108,12 @@ func (s *Store) UpdateACMEJob(ctx context.Context, domainID, holder string, ttl 
 	}
 	if u.Challenge != nil {
 		q, args = q+`, token = ?, key_auth = ?`, append(args, u.Challenge[0], u.Challenge[1])
+		if u.DNSName == nil {
+			u.DNSName = new(string) // a challenge answered by the listeners
+		}
+	}
+	if u.DNSName != nil {
+		q, args = q+`, dns_name = ?`, append(args, *u.DNSName)
 	}
 	q, args = q+` WHERE domain_id = ? AND holder = ?`, append(args, domainID, holder)
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
@@ -130,6 +136,10 @@ type ACMEJobUpdate struct {
 	Attempts *int
 	// Challenge is the token and key authorization being answered ("", "" for none).
 	Challenge *[2]string
+	// DNSName is the name under which a DNS-01 challenge is answered (the domain's
+	// acme_challenge_cname_target); with Challenge and no DNSName the challenge is answered by
+	// the listeners (HTTP-01, TLS-ALPN-01), which never read a row with a DNS name.
+	DNSName *string
 }
 
 // ErrLeaseLost is returned when a replica's lease on an ACME job has passed to another.
@@ -190,7 +200,7 @@ func (s *Store) ACMELeases(ctx context.Context) ([]ACMELease, error) {
 // ACMEChallenge returns the key authorization of the challenge answered for host with token;
 // ok is false when no job of host answers that token.
 func (s *Store) ACMEChallenge(ctx context.Context, host, token string) (keyAuth string, ok bool, err error) {
-	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT key_auth FROM acme_jobs WHERE host = ? AND token = ? AND token <> ''`), host, token).Scan(&keyAuth)
+	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT key_auth FROM acme_jobs WHERE host = ? AND token = ? AND token <> '' AND dns_name = ''`), host, token).Scan(&keyAuth)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -200,7 +210,18 @@ func (s *Store) ACMEChallenge(ctx context.Context, host, token string) (keyAuth 
 // ACMEKeyAuth returns the key authorization of the challenge answered for host, whatever its
 // token (TLS-ALPN-01 names no token); ok is false when none is.
 func (s *Store) ACMEKeyAuth(ctx context.Context, host string) (keyAuth string, ok bool, err error) {
-	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT key_auth FROM acme_jobs WHERE host = ? AND token <> ''`), host).Scan(&keyAuth)
+	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT key_auth FROM acme_jobs WHERE host = ? AND token <> '' AND dns_name = ''`), host).Scan(&keyAuth)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return keyAuth, err == nil, s.classify(err)
+}
+
+// ACMEDNSChallenge returns the key authorization of the DNS-01 challenge answered at name (a
+// wildcard domain's acme_challenge_cname_target, lowercase, without the final dot); ok is false
+// when no job answers one there.
+func (s *Store) ACMEDNSChallenge(ctx context.Context, name string) (keyAuth string, ok bool, err error) {
+	err = s.r.QueryRowContext(ctx, s.d.rebind(`SELECT key_auth FROM acme_jobs WHERE dns_name = ? AND token <> ''`), name).Scan(&keyAuth)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

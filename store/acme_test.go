@@ -178,3 +178,65 @@ func TestACMELeaseRace(t *testing.T) {
 		}
 	})
 }
+
+// A DNS-01 answer is found under its DNS name only, for the job of its own account: another
+// account's job answers under its own name and never under this one, the listeners' HTTP-01
+// and TLS-ALPN-01 lookups never see it, a challenge answered by the listeners has no DNS name,
+// and a cleared challenge (a failed attempt) answers nothing.
+func TestACMEDNSChallenge(t *testing.T) {
+	engines(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn)
+		ctx := context.Background()
+		a, b := admin(t, s, "dns-a"), admin(t, s, "dns-b")
+		idA := reserveManaged(t, s, a, "*.a.example.com")
+		idB := reserveManaged(t, s, b, "*.b.example.com")
+		nameA, nameB := "aaaaaaaaaaaaaaaa.acme.cname.example.net", "bbbbbbbbbbbbbbbb.acme.cname.example.net"
+		for _, j := range []struct{ acct, id, host, name, tok string }{
+			{a.AccountID, idA, "*.a.example.com", nameA, "tokA"},
+			{b.AccountID, idB, "*.b.example.com", nameB, "tokB"},
+		} {
+			if _, ok, err := s.AcquireACMELease(ctx, j.acct, j.id, j.host, "r", time.Minute); err != nil || !ok {
+				t.Fatalf("acquire %s: %v %v", j.host, ok, err)
+			}
+			name := j.name
+			if err := s.UpdateACMEJob(ctx, j.id, "r", time.Minute, func(u *store.ACMEJobUpdate) {
+				u.Challenge, u.DNSName = &[2]string{j.tok, j.tok + ".thumb"}, &name
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, want := range map[string]string{nameA: "tokA.thumb", nameB: "tokB.thumb"} {
+			if ka, ok, err := s.ACMEDNSChallenge(ctx, name); err != nil || !ok || ka != want {
+				t.Fatalf("DNS-01 answer at %s: %q %v %v, want %q", name, ka, ok, err, want)
+			}
+		}
+		for _, name := range []string{"cccccccccccccccc.acme.cname.example.net", "", "*.a.example.com"} {
+			if _, ok, err := s.ACMEDNSChallenge(ctx, name); err != nil || ok {
+				t.Fatalf("DNS-01 answer at %q: %v %v, want none", name, ok, err)
+			}
+		}
+		if _, ok, err := s.ACMEChallenge(ctx, "*.a.example.com", "tokA"); err != nil || ok {
+			t.Fatalf("HTTP-01 lookup found a DNS-01 answer: %v %v", ok, err)
+		}
+		if _, ok, err := s.ACMEKeyAuth(ctx, "*.a.example.com"); err != nil || ok {
+			t.Fatalf("TLS-ALPN-01 lookup found a DNS-01 answer: %v %v", ok, err)
+		}
+		// The same job answering HTTP-01 later (a new attempt) drops its DNS name.
+		if err := s.UpdateACMEJob(ctx, idA, "r", time.Minute, func(u *store.ACMEJobUpdate) { u.Challenge = &[2]string{"tokH", "tokH.thumb"} }); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := s.ACMEDNSChallenge(ctx, nameA); err != nil || ok {
+			t.Fatalf("DNS-01 answer after an HTTP-01 challenge replaced it: %v %v", ok, err)
+		}
+		if ka, ok, err := s.ACMEChallenge(ctx, "*.a.example.com", "tokH"); err != nil || !ok || ka != "tokH.thumb" {
+			t.Fatalf("HTTP-01 answer: %q %v %v", ka, ok, err)
+		}
+		// Cleared (a failed attempt), B's answer is gone.
+		if err := s.UpdateACMEJob(ctx, idB, "r", time.Minute, func(u *store.ACMEJobUpdate) { u.Challenge = &[2]string{} }); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := s.ACMEDNSChallenge(ctx, nameB); err != nil || ok {
+			t.Fatalf("DNS-01 answer after the challenge was cleared: %v %v", ok, err)
+		}
+	})
+}
