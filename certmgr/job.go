@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -13,8 +14,20 @@ import (
 // work is one run of a domain's job.
 type work struct {
 	account, domainID, host string
-	policy                  ep.CertPolicy
-	job                     store.ACMEJob
+	// dnsName is where a wildcard domain's DNS-01 challenge is answered (its
+	// acme_challenge_cname_target), "" for a single name answered by the listeners.
+	dnsName string
+	policy  ep.CertPolicy
+	job     store.ACMEJob
+}
+
+// challenge is the challenge type the work answers: DNS-01 for a wildcard domain, else the
+// listeners' type.
+func (w *work) challenge(listeners string) string {
+	if w.dnsName != "" {
+		return DNS01
+	}
+	return listeners
 }
 
 // run takes the domain's lease and, holding it, obtains a certificate and installs it, or
@@ -28,6 +41,9 @@ func (m *Manager) run(md store.ManagedDomain) {
 	}()
 	d := md.Domain
 	w := &work{account: md.AccountID, domainID: d.ID, host: d.Domain, policy: *d.CertificateManagementPolicy}
+	if strings.HasPrefix(d.Domain, "*.") && d.ACMEChallengeCNAMETarget != nil {
+		w.dnsName = *d.ACMEChallengeCNAMETarget
+	}
 	job, ok, err := m.cfg.Store.AcquireACMELease(m.ctx, w.account, w.domainID, w.host, m.cfg.Replica, m.cfg.Lease)
 	if err != nil || !ok {
 		return // another replica holds the job (or the store failed: the next scan tries again)
@@ -46,7 +62,7 @@ func (m *Manager) run(md store.ManagedDomain) {
 		return
 	}
 	d = fresh.(*ep.ReservedDomain)
-	if _, due := dueAt(d, time.Now()); !due || d.CertificateManagementPolicy == nil || *d.CertificateManagementPolicy != w.policy {
+	if _, due := m.dueAt(d, time.Now()); !due || d.CertificateManagementPolicy == nil || *d.CertificateManagementPolicy != w.policy {
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Attempt)

@@ -30,6 +30,9 @@ import (
 const (
 	HTTP01    = "http-01"
 	TLSALPN01 = "tls-alpn-01"
+	// DNS01 is answered by edgeplane's DNS server (package authdns) for wildcard domains, at
+	// their acme_challenge_cname_target, whatever Config.Challenge is.
+	DNS01 = "dns-01"
 )
 
 // Config is what the manager needs.
@@ -43,8 +46,12 @@ type Config struct {
 	Roots *x509.CertPool
 	// Replica names this process in the job leases.
 	Replica string
-	// Challenge is the challenge type answered: HTTP01 or TLSALPN01.
+	// Challenge is the challenge type answered for single names: HTTP01 or TLSALPN01.
 	Challenge string
+	// DNS01 says that this replica's DNS server (--dns-listen) answers for the CNAME zone, so
+	// wildcard domains get their certificates with DNS-01; without it their job fails with
+	// DNS_ERROR naming the flag.
+	DNS01 bool
 	// Logger receives the jobs' events; nil discards.
 	Logger *slog.Logger
 	// Poll is the longest time between two scans of the managed domains (default one minute); a
@@ -182,15 +189,15 @@ func (m *Manager) scan() time.Time {
 	}
 	for _, md := range domains {
 		d := md.Domain
-		if strings.HasPrefix(d.Domain, "*.") {
-			m.report(ctx, md, wildcardStatus(d))
+		if status := m.wildcardStatus(d); status != nil {
+			m.report(ctx, md, status)
 			continue
 		}
 		if m.cfg.Directory == "" {
 			m.report(ctx, md, disabledStatus)
 			continue
 		}
-		at, due := dueAt(d, now)
+		at, due := m.dueAt(d, now)
 		if !due {
 			later(at)
 			continue
@@ -240,6 +247,15 @@ func (m *Manager) forgetJobs(ctx context.Context, domains []store.ManagedDomain)
 	return held
 }
 
+// dueAt is the package's dueAt, except that a wildcard domain's job that failed only because the
+// DNS server was off is due at once when it is on: the user has nothing to set again.
+func (m *Manager) dueAt(d *ep.ReservedDomain, now time.Time) (time.Time, bool) {
+	if m.cfg.DNS01 && waitedForDNS(d) {
+		return now, true
+	}
+	return dueAt(d, now)
+}
+
 // dueAt says whether the domain's job should run now, and otherwise when it will (zero: not
 // until the user acts). A job without an error runs at once; one failing with INTERNAL_ERROR at
 // retries_at; one failing with DNS_ERROR not until the policy is set again. Without a job, the
@@ -278,22 +294,47 @@ func disabledStatus(job *ep.CertJob) {
 		"so no certificate is requested; upload a certificate and set certificate_id to serve TLS for this domain."
 }
 
-// wildcardStatus is the job of a wildcard domain: DNS_ERROR, since wildcard certificates need the
-// DNS-01 challenge, which edgeplane does not answer.
-func wildcardStatus(d *ep.ReservedDomain) func(*ep.CertJob) {
-	target := "the domain's acme_challenge_cname_target"
-	if d.ACMEChallengeCNAMETarget != nil {
-		target = *d.ACMEChallengeCNAMETarget
+// wildcardStatus is the job of a wildcard domain that cannot get a certificate here, nil for
+// any other domain: wildcard certificates need the DNS-01 challenge, which edgeplane answers at
+// the domain's acme_challenge_cname_target when its DNS server is on (Config.DNS01). Without it,
+// or for a wildcard under a service domain (which has no such target), the job is DNS_ERROR
+// saying what to do.
+func (m *Manager) wildcardStatus(d *ep.ReservedDomain) func(*ep.CertJob) {
+	if !strings.HasPrefix(d.Domain, "*.") || (m.cfg.DNS01 && d.ACMEChallengeCNAMETarget != nil) {
+		return nil
 	}
 	bare := strings.TrimPrefix(d.Domain, "*.")
+	var msg string
+	if d.ACMEChallengeCNAMETarget == nil {
+		msg = fmt.Sprintf("A wildcard certificate for %s needs the ACME DNS-01 challenge answered at _acme-challenge.%s, in the DNS of a service domain, "+
+			"which edgeplane does not serve (the domain has no acme_challenge_cname_target): "+
+			"obtain the wildcard certificate elsewhere, upload it and set certificate_id, or reserve the individual names.", d.Domain, bare)
+	} else {
+		msg = wildcardWithoutDNS(d.Domain, *d.ACMEChallengeCNAMETarget)
+	}
 	return func(job *ep.CertJob) {
 		code := ep.CertErrorDNS
-		job.ErrorCode, job.RetriesAt = &code, nil
-		job.Msg = fmt.Sprintf("A wildcard certificate for %s needs the ACME DNS-01 challenge, which this edgeplane server cannot answer: "+
-			"it runs no DNS server for %s. The CNAME record _acme-challenge.%s -> %s is where a DNS-01 answer would be published; "+
-			"until edgeplane answers DNS-01, obtain the wildcard certificate elsewhere, upload it and set certificate_id, "+
-			"or reserve the individual names, which edgeplane certifies with HTTP-01 or TLS-ALPN-01.", d.Domain, target, bare, target)
+		job.ErrorCode, job.RetriesAt, job.Msg = &code, nil, msg
 	}
+}
+
+// wildcardWithoutDNS is the msg of a wildcard domain's job while this server's DNS is off.
+func wildcardWithoutDNS(domain, target string) string {
+	bare := strings.TrimPrefix(domain, "*.")
+	return fmt.Sprintf("A wildcard certificate for %s needs the ACME DNS-01 challenge, which this edgeplane server answers only with its DNS server on "+
+		"(--dns-listen, which is off): with it, the CNAME record _acme-challenge.%s -> %s leads the ACME server to edgeplane's answer. "+
+		"Until then, obtain the wildcard certificate elsewhere, upload it and set certificate_id, "+
+		"or reserve the individual names, which edgeplane certifies with HTTP-01 or TLS-ALPN-01.", domain, bare, target)
+}
+
+// waitedForDNS reports whether the domain's job failed only because the DNS server was off,
+// so that a server started with it takes the job up without the user setting the policy again.
+func waitedForDNS(d *ep.ReservedDomain) bool {
+	st := d.CertificateManagementStatus
+	if st == nil || st.ProvisioningJob == nil || d.ACMEChallengeCNAMETarget == nil {
+		return false
+	}
+	return st.ProvisioningJob.Msg == wildcardWithoutDNS(d.Domain, *d.ACMEChallengeCNAMETarget)
 }
 
 // report rewrites the domain's provisioning job with set, when that changes it.

@@ -52,7 +52,7 @@ func (m *Manager) obtain(ctx context.Context, w *work, keyType string) (*issued,
 	}
 	if order == nil {
 		if order, err = client.AuthorizeOrder(ctx, acme.DomainIDs(w.host)); err != nil {
-			return nil, classifyACME(w.host, "could not place an order", err)
+			return nil, w.classify("could not place an order", err)
 		}
 		url := order.URI
 		if err := m.cfg.Store.UpdateACMEJob(ctx, w.domainID, m.cfg.Replica, m.lease(), func(u *store.ACMEJobUpdate) { u.OrderURL = &url }); err != nil {
@@ -66,7 +66,7 @@ func (m *Manager) obtain(ctx context.Context, w *work, keyType string) (*issued,
 		}
 	}
 	if order, err = client.WaitOrder(ctx, order.URI); err != nil {
-		return nil, classifyACME(w.host, "the order did not become ready", err)
+		return nil, w.classify("the order did not become ready", err)
 	}
 	key, err := newKey(keyType)
 	if err != nil {
@@ -78,7 +78,7 @@ func (m *Manager) obtain(ctx context.Context, w *work, keyType string) (*issued,
 	}
 	der, _, err := client.CreateOrderCert(ctx, order.FinalizeURL, csr, true)
 	if err != nil {
-		return nil, classifyACME(w.host, "could not finalize the order", err)
+		return nil, w.classify("could not finalize the order", err)
 	}
 	return encodeIssued(der, key)
 }
@@ -89,7 +89,7 @@ func (m *Manager) obtain(ctx context.Context, w *work, keyType string) (*issued,
 func (m *Manager) authorize(ctx context.Context, client *acme.Client, w *work, zurl string) error {
 	z, err := client.GetAuthorization(ctx, zurl)
 	if err != nil {
-		return classifyACME(w.host, "could not read an authorization", err)
+		return w.classify("could not read an authorization", err)
 	}
 	switch z.Status {
 	case acme.StatusValid:
@@ -98,47 +98,69 @@ func (m *Manager) authorize(ctx context.Context, client *acme.Client, w *work, z
 	default:
 		return &dnsError{msg: fmt.Sprintf("The ACME server's authorization of %s is %s; the next attempt starts a new order.", w.host, z.Status)}
 	}
+	typ := w.challenge(m.cfg.Challenge)
 	var chal *acme.Challenge
 	for _, c := range z.Challenges {
-		if c.Type == m.cfg.Challenge {
+		if c.Type == typ {
 			chal = c
 		}
 	}
 	if chal == nil {
-		return &dnsError{msg: fmt.Sprintf("The ACME server offers no %s challenge for %s, the only challenge this edgeplane server answers with its listeners.", m.cfg.Challenge, w.host)}
+		if w.dnsName != "" {
+			return &dnsError{msg: fmt.Sprintf("The ACME server offers no %s challenge for %s, the only challenge a wildcard certificate can be validated with.", typ, w.host)}
+		}
+		return &dnsError{msg: fmt.Sprintf("The ACME server offers no %s challenge for %s, the only challenge this edgeplane server answers with its listeners.", typ, w.host)}
 	}
 	keyAuth, err := client.HTTP01ChallengeResponse(chal.Token) // the key authorization, for either type
 	if err != nil {
 		return err
 	}
-	answer := [2]string{chal.Token, keyAuth}
-	if err := m.cfg.Store.UpdateACMEJob(ctx, w.domainID, m.cfg.Replica, m.lease(), func(u *store.ACMEJobUpdate) { u.Challenge = &answer }); err != nil {
+	answer, dnsName := [2]string{chal.Token, keyAuth}, w.dnsName
+	if err := m.cfg.Store.UpdateACMEJob(ctx, w.domainID, m.cfg.Replica, m.lease(), func(u *store.ACMEJobUpdate) {
+		u.Challenge, u.DNSName = &answer, &dnsName
+	}); err != nil {
 		return err
 	}
 	if chal.Status == acme.StatusPending { // one already being validated (a resumed order) is only waited for
 		if _, err := client.Accept(ctx, chal); err != nil {
-			return classifyACME(w.host, "did not accept the challenge answer", err)
+			return w.classify("did not accept the challenge answer", err)
 		}
 	}
 	if _, err := client.WaitAuthorization(ctx, zurl); err != nil {
-		return classifyACME(w.host, "could not validate the "+m.cfg.Challenge+" challenge", err)
+		return w.classify("could not validate the "+typ+" challenge", err)
 	}
 	return nil
 }
 
+// classify is classifyACME for the work's name, with what the user must fix when validation
+// fails: for a wildcard domain, the CNAME record that leads the ACME server to edgeplane's DNS.
+func (w *work) classify(what string, err error) error {
+	fix := listenersFix(w.host)
+	if w.dnsName != "" {
+		fix = fmt.Sprintf("Make sure _acme-challenge.%s is a CNAME record pointing at %s (the domain's acme_challenge_cname_target) "+
+			"and that the zone of %s is delegated to this edgeplane server's DNS (--dns-listen)", strings.TrimPrefix(w.host, "*."), w.dnsName, w.dnsName)
+	}
+	return classifyACME(w.host, fix, what, err)
+}
+
+// listenersFix is what the user must fix when the ACME server cannot validate host through the
+// public listeners.
+func listenersFix(host string) string {
+	return fmt.Sprintf("Make sure %s resolves to this edgeplane server's public listeners (HTTP on port 80 for http-01, TLS on port 443 for tls-alpn-01)", host)
+}
+
 // classifyACME turns an error of the ACME client into a dnsError when the ACME server says the
-// name cannot be validated or issued for, and into a plain error (INTERNAL_ERROR, retried)
-// otherwise.
-func classifyACME(host, what string, err error) error {
+// name cannot be validated (the msg then says fix) or issued for, and into a plain error
+// (INTERNAL_ERROR, retried) otherwise.
+func classifyACME(host, fix, what string, err error) error {
 	var aerr *acme.AuthorizationError
 	if errors.As(err, &aerr) {
 		details := make([]string, 0, len(aerr.Errors))
 		for _, e := range aerr.Errors {
 			details = append(details, problemDetail(e))
 		}
-		return &dnsError{msg: fmt.Sprintf("The ACME server could not validate %s through edgeplane (%s). "+
-			"Make sure %s resolves to this edgeplane server's public listeners (HTTP on port 80 for http-01, TLS on port 443 for tls-alpn-01), "+
-			"then set the certificate_management_policy again to retry.", host, strings.Join(details, "; "), host)}
+		return &dnsError{msg: fmt.Sprintf("The ACME server could not validate %s through edgeplane (%s). %s, "+
+			"then set the certificate_management_policy again to retry.", host, strings.Join(details, "; "), fix)}
 	}
 	var oerr *acme.OrderError
 	if errors.As(err, &oerr) && oerr.Status == acme.StatusInvalid {
@@ -260,7 +282,7 @@ func (m *Manager) client(ctx context.Context) (*acme.Client, error) {
 		contact = []string{"mailto:" + m.cfg.Email}
 	}
 	if _, err := c.Register(ctx, &acme.Account{Contact: contact}, acme.AcceptTOS); err != nil && !errors.Is(err, acme.ErrAccountAlreadyExists) {
-		return nil, classifyACME("the account", "refused the account registration", err)
+		return nil, classifyACME("the account", listenersFix("the account"), "refused the account registration", err)
 	}
 	m.acme = c
 	return c, nil

@@ -48,7 +48,8 @@ func (f *acmeFlags) roots() (*x509.CertPool, error) {
 }
 
 // startCertManager starts the certificate manager of the data plane and has the public
-// listeners answer its challenges: HTTP-01 when the HTTP listener is on, else TLS-ALPN-01.
+// listeners answer its challenges: HTTP-01 when the HTTP listener is on, else TLS-ALPN-01; the
+// DNS server (--dns-listen) answers the DNS-01 challenges of wildcard domains.
 func (d *dataPlane) startCertManager(f *acmeFlags, st *store.Store, log *slog.Logger) error {
 	roots, err := f.roots()
 	if err != nil {
@@ -65,7 +66,7 @@ func (d *dataPlane) startCertManager(f *acmeFlags, st *store.Store, log *slog.Lo
 	d.pub.SetACME(ingress.ACMEAnswers{HTTP01: answers.HTTP01, TLSALPN01: answers.TLSALPN01})
 	d.certs = certmgr.New(certmgr.Config{
 		Store: st, Directory: *f.directory, Email: *f.email, Roots: roots,
-		Replica: d.replica, Challenge: challenge, Logger: log,
+		Replica: d.replica, Challenge: challenge, DNS01: d.dns != nil, Logger: log,
 	})
 	d.certs.Start()
 	if *f.directory == "" {

@@ -319,8 +319,9 @@ func TestACMEWildcardExplainsDNS01(t *testing.T) {
 		return j != nil && j["error_code"] == "DNS_ERROR"
 	})
 	msg := fmt.Sprint(job(d)["msg"])
-	if !strings.Contains(msg, "_acme-challenge.wild.example.com -> "+fmt.Sprint(d["acme_challenge_cname_target"])) || !strings.Contains(msg, "DNS-01") {
-		t.Fatalf("wildcard job: %v", job(d))
+	if !strings.Contains(msg, "_acme-challenge.wild.example.com -> "+fmt.Sprint(d["acme_challenge_cname_target"])) || !strings.Contains(msg, "DNS-01") ||
+		!strings.Contains(msg, "--dns-listen") || job(d)["retries_at"] != nil {
+		t.Fatalf("wildcard job without --dns-listen: %v", job(d))
 	}
 }
 

@@ -43,6 +43,7 @@ type dataPlaneFlags struct {
 	outboundCA                                          *string
 	oauthApps, oauthEndpoints                           *listFlag
 	acme                                                *acmeFlags
+	dns                                                 *dnsFlags
 	// Connection limits (see connLimits).
 	agentMax, agentMaxPerIP, agentMaxUnauthPerIP *int
 	publicMax, publicMaxPerIP                    *int
@@ -104,6 +105,7 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 			"override an OAuth provider's endpoints: PROVIDER=AUTHORIZE_URL,TOKEN_URL,USERINFO_URL (https); repeatable (env EDGEPLANE_OAUTH_ENDPOINTS, semicolon-separated)"),
 		acme: addACMEFlags(fs),
 		iso:  addIsolationFlags(fs),
+		dns:  addDNSFlags(fs),
 		fs:   fs,
 	}
 }
@@ -144,6 +146,7 @@ type dataPlane struct {
 	pub                      *ingress.Server
 	planner                  *ingress.Planner
 	certs                    *certmgr.Manager
+	dns                      *dnsSockets // nil without --dns-listen
 	closeOnce                sync.Once
 	// agent and public count the agent listener's and the public listeners' connections, TCP
 	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
@@ -175,7 +178,7 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 		return nil, fmt.Errorf("--public-idle-timeout must be a positive duration like %s, got %q", ingress.DefaultIdleTimeout, *f.publicIdle)
 	}
 	if *f.agentListen == "" {
-		return d, nil
+		return d, f.dns.withoutDataPlane()
 	}
 	if d.oauthApps, err = parseOAuthApps(f.oauthApps.values); err != nil {
 		return nil, err
@@ -218,6 +221,9 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	d.agentLn = take("agent-listen", *f.agentListen)
 	d.httpLn = take("http-listen", *f.httpListen)
 	d.httpsLn = take("https-listen", *f.httpsListen)
+	if err == nil {
+		d.dns, err = f.dns.listenDNS()
+	}
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -348,6 +354,9 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return d.gw.Registry.Online("https", host) || d.gw.Registry.Online("tls", host) || pl.Serves(host) || pl.Reserved(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
+	if d.dns != nil {
+		d.dns.start(st, settings, log)
+	}
 	if err := d.startCertManager(f.acme, st, log); err != nil {
 		return err
 	}
@@ -383,6 +392,9 @@ func (d *dataPlane) close() {
 	}
 	if d.certs != nil {
 		d.certs.Close()
+	}
+	if d.dns != nil {
+		d.dns.close()
 	}
 	if d.gw != nil {
 		d.gw.Close()

@@ -1,7 +1,8 @@
 // Package pebbletest runs a real ACME server for the managed certificate tests: Debian's pebble
 // package, started on 127.0.0.1 with its test DNS server (pebble-challtestsrv), which answers
 // every name with 127.0.0.1, so the challenges of any name reach the challenge server under test
-// (the edgeplane binary in cmd/edgeplane, a test's own listeners in certmgr). Pebble's validation
+// (the edgeplane binary in cmd/edgeplane, a test's own listeners in certmgr). For DNS-01, a
+// resolver follows the test DNS server's CNAME records into edgeplane's own DNS server. Pebble's validation
 // authority connects to the ports its configuration names. The certmgr and cmd/edgeplane tests
 // share it so that both start Pebble the same way; a test skips, saying why, where Pebble is not
 // installed.
@@ -54,6 +55,11 @@ type Options struct {
 	VASleep time.Duration
 	// Blocklist are names Pebble refuses to issue for (rejectedIdentifier on a new order).
 	Blocklist []string
+	// Zone and ZoneServer, when set, put a resolver between Pebble and its test DNS server that
+	// follows a CNAME into Zone by asking ZoneServer (the address of edgeplane's DNS server,
+	// UDP), as the recursive resolver of a real ACME server follows the zone's delegation; see
+	// resolver.go.
+	Zone, ZoneServer string
 }
 
 // FreePort returns a TCP port of 127.0.0.1 that was free a moment ago, for the servers whose
@@ -115,7 +121,11 @@ func Start(t testing.TB, o Options) *Pebble {
 	} else {
 		env = append(env, "PEBBLE_VA_NOSLEEP=1")
 	}
-	startBackground(t, exec.Command(bin, "-config", cfgFile, "-dnsserver", dnsAddr), env)
+	resolverAddr := dnsAddr
+	if o.ZoneServer != "" {
+		resolverAddr = startResolver(t, dnsAddr, o.Zone, o.ZoneServer)
+	}
+	startBackground(t, exec.Command(bin, "-config", cfgFile, "-dnsserver", resolverAddr), env)
 	pool := x509.NewCertPool()
 	pemBytes, err := os.ReadFile(certFile)
 	if err != nil || !pool.AppendCertsFromPEM(pemBytes) {
@@ -148,6 +158,15 @@ func (p *Pebble) SetA(t testing.TB, host, addr string) {
 	p.dnsAdminCall(t, "/clear-a", map[string]any{"host": host})
 	if addr != "" {
 		p.dnsAdminCall(t, "/add-a", map[string]any{"host": host, "addresses": []string{addr}})
+	}
+}
+
+// SetCNAME makes the test DNS server answer host with a CNAME record to target; "" removes it.
+func (p *Pebble) SetCNAME(t testing.TB, host, target string) {
+	t.Helper()
+	p.dnsAdminCall(t, "/clear-cname", map[string]any{"host": host})
+	if target != "" {
+		p.dnsAdminCall(t, "/set-cname", map[string]any{"host": host, "target": target})
 	}
 }
 
