@@ -127,9 +127,9 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 		AuthnNameIDFormat: saml.NameIDFormat(c.NameIDFormat),
 		SignatureMethod:   dsig.RSASHA256SignatureMethod,
 		LogoutBindings:    []string{saml.HTTPPostBinding, saml.HTTPRedirectBinding},
-		// InResponseTo is always checked against the request ids given to ParseXMLResponse:
-		// an IdP-initiated response is admitted by giving "" among them, only when allowed.
-		AllowIDPInitiated: false,
+		// An unsolicited response (no InResponseTo) is admitted only on a route that allows
+		// IdP-initiated sign-in; any other must answer the request of this browser's sign-in.
+		AllowIDPInitiated: c.AllowIdPInitiated,
 	}
 	if force {
 		sp.ForceAuthn = &force

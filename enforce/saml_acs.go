@@ -71,7 +71,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	case s.allowIdP:
 		// IdP-initiated: only a response to no request is admitted, and the RelayState, when
 		// the IdP sets one, is the URL to go to (on this host only).
-		ids, back = []string{""}, s.relayTarget(relay, r.Host)
+		ids, back = nil, s.relayTarget(relay, r.Host)
 	default:
 		ErrorPage(w, http.StatusBadRequest, CodeSAMLRelayState,
 			"SAML RelayState parameter is invalid: no sign-in started here is waiting for this answer (it expired or was already used, or the identity provider started it and this route does not allow IdP-initiated sign-in).")
