@@ -86,6 +86,8 @@ type Identity struct {
 	// leave edgeplane sealed inside the cookie.
 	AccessToken  string `json:"a,omitempty"`
 	RefreshToken string `json:"r,omitempty"`
+	// SessionIndex is the SAML IdP's index of its session, which its single logout names.
+	SessionIndex string `json:"si,omitempty"`
 }
 
 // Session is an identity with the times its checks need (Unix seconds).

@@ -6,7 +6,6 @@ package enforce
 // say, and the session it leads to (identity.go).
 
 import (
-	"bytes"
 	"context"
 	"crypto/rsa"
 	"crypto/x509"
@@ -65,6 +64,10 @@ type SAMLConfig struct {
 	// it a captured answer could sign in again while its conditions hold. nil, or an error, makes
 	// the ACS refuse every answer (503): an assertion is never accepted unrecorded.
 	UseOnce func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
+	// Revocations are the sessions ended by single logout, shared by every route of the
+	// process and read from the store: a session the IdP ended stops opening on every replica.
+	// nil: the IdP's LogoutRequests are refused (503), as no session could be ended.
+	Revocations *Revocations
 }
 
 // SAML is the stage of the saml module.
@@ -84,6 +87,13 @@ type SAML struct {
 	// useOnce and onceScope keep each accepted assertion id used (SAMLConfig.UseOnce).
 	useOnce   func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
 	onceScope string
+	// Single logout: the IdP's service (slo, with sloBinding; "" when its metadata has none),
+	// the sessions ended (SAMLConfig.Revocations) under revScope, and the sessions' maximum
+	// duration, which bounds how long a revocation is kept.
+	slo, sloBinding string
+	revocations     *Revocations
+	revScope        string
+	maxDuration     time.Duration
 }
 
 // NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
@@ -138,13 +148,18 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 		metadataPath: urls["metadata_url"].Path, acsPath: urls["assertion_consumer_service_url"].Path,
 		sloPath: urls["single_logout_url"].Path, spDir: path.Dir(urls["metadata_url"].Path) + "/", acsURL: sp.AcsURL,
 		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat),
-		useOnce:       c.UseOnce, onceScope: "saml:" + c.RouteID}
+		useOnce:       c.UseOnce, onceScope: "saml:" + c.RouteID,
+		revocations: c.Revocations, revScope: "saml-logout:" + c.RouteID, maxDuration: c.Session.MaximumDuration}
 	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
 	if s.sso == "" {
 		s.binding, s.sso = saml.HTTPRedirectBinding, sp.GetSSOBindingLocation(saml.HTTPRedirectBinding)
 	}
 	if s.sso == "" {
 		return nil, errors.New("idp_metadata has no SingleSignOnService with the HTTP-POST or HTTP-Redirect binding")
+	}
+	s.sloBinding, s.slo = saml.HTTPPostBinding, sp.GetSLOBindingLocation(saml.HTTPPostBinding)
+	if s.slo == "" {
+		s.sloBinding, s.slo = saml.HTTPRedirectBinding, sp.GetSLOBindingLocation(saml.HTTPRedirectBinding)
 	}
 	s.groups = slices.Clone(c.AuthorizedGroups)
 	sort.Strings(s.groups)
@@ -202,8 +217,11 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 		case s.acsPath:
 			s.serveACS(w, r)
 			return
-		case s.sloPath, s.sessions.Paths.Logout:
-			s.sessions.Logout(w, r)
+		case s.sloPath:
+			s.serveSLO(w, r)
+			return
+		case s.sessions.Paths.Logout:
+			s.startLogout(w, r)
 			return
 		}
 		if strings.HasPrefix(r.URL.Path, s.spDir) {
@@ -217,6 +235,13 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 		}
 		sess := s.sessions.Load(r)
 		if sess == nil {
+			s.startSignIn(w, r)
+			return
+		}
+		if revoked, answered := s.checkRevoked(w, r, sess); answered {
+			return
+		} else if revoked {
+			s.sessions.Clear(w)
 			s.startSignIn(w, r)
 			return
 		}
@@ -253,6 +278,9 @@ func (s *SAML) serveMetadata(w http.ResponseWriter, r *http.Request) {
 type samlFlow struct {
 	ID     string `json:"i"`
 	Return string `json:"r"`
+	// Logout marks a logout's flow (its LogoutRequest's id), which only the IdP's
+	// LogoutResponse may end, never an ACS answer.
+	Logout bool `json:"l,omitempty"`
 }
 
 // startSignIn sends the browser to the IdP with a signed authentication request, remembering
@@ -280,13 +308,7 @@ func (s *SAML) startSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// HTTP-POST binding: a page whose form the browser posts to the IdP at once.
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	var b bytes.Buffer
-	b.WriteString("<!DOCTYPE html>\n<html><head><title>Signing in</title></head><body>\n")
-	b.Write(req.Post(state))
-	b.WriteString("\n</body></html>\n")
-	_, _ = w.Write(b.Bytes())
+	postPage(w, "Signing in", req.Post(state))
 }
 
 // saveFlow keeps a sign-in's state like Sessions.SaveFlow, but with SameSite=None: the IdP's

@@ -66,7 +66,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	var back string
 	var f samlFlow
 	switch {
-	case s.sessions.OpenFlow(w, r, relay, &f):
+	case s.sessions.OpenFlow(w, r, relay, &f) && !f.Logout:
 		ids, back = []string{f.ID}, s.sessions.LocalPath(f.Return)
 	case s.allowIdP:
 		// IdP-initiated: only a response to no request is admitted, and the RelayState, when
@@ -183,6 +183,12 @@ func (s *SAML) relayTarget(relay, host string) string {
 // samlNameAttrs, groups from every attribute of samlGroupAttrs.
 func (s *SAML) identityOf(a *saml.Assertion) (Identity, []string) {
 	id := Identity{Provider: "saml"}
+	for _, st := range a.AuthnStatements {
+		if st.SessionIndex != "" { // what the IdP's LogoutRequest names this session by
+			id.SessionIndex = st.SessionIndex
+			break
+		}
+	}
 	if a.Subject != nil && a.Subject.NameID != nil {
 		id.UserID = strings.TrimSpace(a.Subject.NameID.Value)
 		if s.nameIDIsEmail || a.Subject.NameID.Format == string(saml.EmailAddressNameIDFormat) {

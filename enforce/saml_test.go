@@ -37,6 +37,12 @@ type samlEnv struct {
 // fills the module's settings before the stage is built.
 func newSAMLEnv(t *testing.T, cfg func(*SAMLConfig)) *samlEnv {
 	t.Helper()
+	return newSAMLEnvIdP(t, nil, cfg)
+}
+
+// newSAMLEnvIdP is newSAMLEnv with setup run on the IdP before its metadata is read.
+func newSAMLEnvIdP(t *testing.T, setup func(*samltest.IdP), cfg func(*SAMLConfig)) *samlEnv {
+	t.Helper()
 	e := &samlEnv{t: t}
 	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.handler.ServeHTTP(w, r) }))
 	e.srv.StartTLS()
@@ -52,6 +58,9 @@ func newSAMLEnv(t *testing.T, cfg func(*SAMLConfig)) *samlEnv {
 		defer resp.Body.Close()
 		return io.ReadAll(resp.Body)
 	})
+	if setup != nil {
+		setup(e.idp)
+	}
 	key, cert := samltest.NewKeyPair(t, "edgeplane SAML SP rt_1")
 	sessionKey := make([]byte, 32)
 	_, _ = rand.Read(sessionKey)
@@ -80,9 +89,9 @@ func newSAMLEnv(t *testing.T, cfg func(*SAMLConfig)) *samlEnv {
 
 func (e *samlEnv) newBrowser() *http.Client {
 	jar, _ := cookiejar.New(nil)
-	c := e.srv.Client()
+	c := *e.srv.Client() // a browser of its own: the server's client is one shared value
 	c.Jar = jar
-	return c
+	return &c
 }
 
 // visit browses to path on the route's host with an optional header, as a browser would.

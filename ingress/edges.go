@@ -88,7 +88,8 @@ func (s *Server) EdgeHandler() http.Handler { return s.proxy.routeFinal() }
 // Env is the environment stages are built with: an outbound HTTP client trusting the system
 // roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, and st's UseOnce,
 // where the saml module keeps the assertions it accepted so that none is accepted twice on any
-// replica. Without st (nil) every saml route refuses all sign-ins.
+// replica, and its record of the sessions single logout ended. Without st (nil) every saml route
+// refuses all sign-ins.
 func (s *Server) Env(st *store.Store) *plan.Env {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: s.cfg.OutboundRoots, MinVersion: tls.VersionTLS12}
@@ -102,6 +103,7 @@ func (s *Server) Env(st *store.Store) *plan.Env {
 		}}}
 	if st != nil {
 		env.UseOnce = st.UseOnce
+		env.Revocations = enforce.NewRevocations(st)
 	}
 	return env
 }

@@ -62,6 +62,9 @@ type Env struct {
 	// assertion's id there, because its stateless sign-in cookie alone cannot stop a captured
 	// answer from being posted again. nil makes every saml ACS refuse (fail closed).
 	UseOnce func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
+	// Revocations are the sessions single logout ended, one view per process read from the
+	// store, so that every plan's saml routes refuse them. nil refuses the IdPs' LogoutRequests.
+	Revocations *enforce.Revocations
 }
 
 // BackendKind says what a backend does with a connection.

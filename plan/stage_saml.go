@@ -41,7 +41,8 @@ func init() {
 		return enforce.NewSAML(enforce.SAMLConfig{IdPMetadata: m.IdPMetadata, EntityID: m.EntityID, MetadataURL: m.MetadataURL,
 			ACSURL: m.AssertionConsumerServiceURL, SLOURL: m.SingleLogoutURL, Key: pair.PrivateKey.(*rsa.PrivateKey), Certificate: pair.Leaf,
 			ForceAuthn: m.ForceAuthn, AllowIdPInitiated: m.AllowIdPInitiated, AuthorizedGroups: m.AuthorizedGroups,
-			NameIDFormat: m.NameIDFormat, Session: sess, RouteID: r.ID, UseOnce: s.Env.UseOnce})
+			NameIDFormat: m.NameIDFormat, Session: sess, RouteID: r.ID, UseOnce: s.Env.UseOnce,
+			Revocations: s.Env.Revocations})
 	})
 }
 

@@ -58,8 +58,9 @@ type User struct {
 	Groups, MemberOf []string
 }
 
-// IdP is a running identity provider: /metadata, /sso (both bindings) and /start (IdP-initiated
-// sign-in: ?sp=<service provider entity id>&relay=<RelayState>).
+// IdP is a running identity provider: /metadata, /sso (both bindings), /start (IdP-initiated
+// sign-in: ?sp=<service provider entity id>&relay=<RelayState>), and single logout (slo.go):
+// /slo (crewjam/saml's ServeSLO) and /logout (IdP-initiated logout of a session).
 type IdP struct {
 	Server *httptest.Server
 	IDP    *saml.IdentityProvider
@@ -70,6 +71,10 @@ type IdP struct {
 	mu       sync.Mutex
 	user     *User
 	requests []SignedRequest
+	// The IdP's sessions, by id, and the service providers each was used for (slo.go).
+	sessions     map[string]*saml.Session
+	participants map[string][]saml.SessionParticipant
+	spLogout     string // the only SLO binding of the service providers' metadata seen, "" for all
 }
 
 // SignedRequest is an authentication request the IdP received and whether its XML signature
@@ -86,19 +91,22 @@ type SignedRequest struct {
 func NewIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error)) *IdP {
 	t.Helper()
 	key, cert := NewKeyPair(t, "samltest IdP")
-	i := &IdP{FetchSP: fetchSP}
+	i := &IdP{FetchSP: fetchSP, sessions: map[string]*saml.Session{}, participants: map[string][]saml.SessionParticipant{}}
 	mux := http.NewServeMux()
 	i.Server = httptest.NewServer(mux)
 	t.Cleanup(i.Server.Close)
 	base, _ := url.Parse(i.Server.URL)
 	i.IDP = &saml.IdentityProvider{
 		Key: key, Certificate: cert, Logger: log.New(io.Discard, "", 0),
-		MetadataURL: *base.JoinPath("/metadata"), SSOURL: *base.JoinPath("/sso"),
+		MetadataURL: *base.JoinPath("/metadata"), SSOURL: *base.JoinPath("/sso"), LogoutURL: *base.JoinPath("/slo"),
+		LogoutBindings: []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding},
 		ServiceProviderProvider: spProvider{i}, SessionProvider: sessionProvider{i},
 		SignatureMethod: dsig.RSASHA256SignatureMethod,
 	}
 	mux.HandleFunc("/metadata", i.IDP.ServeMetadata)
 	mux.HandleFunc("/sso", i.IDP.ServeSSO)
+	mux.HandleFunc("/slo", i.IDP.ServeSLO)
+	mux.HandleFunc("/logout", i.serveLogout)
 	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) {
 		i.IDP.ServeIDPInitiated(w, r, r.URL.Query().Get("sp"), r.URL.Query().Get("relay"))
 	})
@@ -144,6 +152,21 @@ func (p spProvider) GetServiceProvider(_ *http.Request, id string) (*saml.Entity
 	if err := xml.Unmarshal(b, &ed); err != nil {
 		return nil, err
 	}
+	p.i.mu.Lock()
+	only := p.i.spLogout
+	p.i.mu.Unlock()
+	if only != "" { // the IdP configured with one of the service provider's SLO bindings
+		for k := range ed.SPSSODescriptors {
+			d := &ed.SPSSODescriptors[k]
+			var kept []saml.Endpoint
+			for _, e := range d.SingleLogoutServices {
+				if e.Binding == only {
+					kept = append(kept, e)
+				}
+			}
+			d.SingleLogoutServices = kept
+		}
+	}
 	return &ed, nil
 }
 
@@ -170,14 +193,18 @@ func (p sessionProvider) GetSession(w http.ResponseWriter, _ *http.Request, req 
 		http.Error(w, "no user signs in here", http.StatusForbidden)
 		return nil
 	}
-	s := &saml.Session{ID: fmt.Sprint(time.Now().UnixNano()), CreateTime: time.Now(), ExpireTime: time.Now().Add(time.Hour),
-		Index: "1", NameID: u.NameID, UserEmail: u.Email, UserCommonName: u.Name}
+	id := fmt.Sprint(time.Now().UnixNano())
+	s := &saml.Session{ID: id, CreateTime: time.Now(), ExpireTime: time.Now().Add(time.Hour),
+		Index: "index-" + id, NameID: u.NameID, UserEmail: u.Email, UserCommonName: u.Name}
 	if len(u.Groups) > 0 {
 		s.CustomAttributes = append(s.CustomAttributes, attr("groups", u.Groups))
 	}
 	if len(u.MemberOf) > 0 {
 		s.CustomAttributes = append(s.CustomAttributes, attr("memberOf", u.MemberOf))
 	}
+	i.mu.Lock()
+	i.sessions[s.ID] = s
+	i.mu.Unlock()
 	return s
 }
 

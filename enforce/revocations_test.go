@@ -1,0 +1,49 @@
+package enforce
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Two replicas' views of one store: a revocation recorded through one is seen by the other when
+// it reads the store again (at once once its view is stale, in the background after a second),
+// only for sessions issued up to the revocation, only in its scope; an expired one is not.
+func TestRevocationsAcrossReplicas(t *testing.T) {
+	st := storeOnce(t)
+	ctx := context.Background()
+	now := time.Now()
+	clock := now
+	one, two := NewRevocations(st), NewRevocations(st)
+	two.now = func() time.Time { return clock }
+	if got, err := two.Revoked(ctx, "saml-logout:rt_a", now.Add(-time.Minute), subjectAll("alice")); err != nil || got {
+		t.Fatalf("before any revocation: %v %v", got, err)
+	}
+	if err := one.Revoke(ctx, "saml-logout:rt_a", subjectAll("alice"), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := one.Revoked(ctx, "saml-logout:rt_a", now.Add(-time.Minute), subjectAll("alice")); !got {
+		t.Fatal("the replica that recorded the revocation does not see it")
+	}
+	clock = now.Add(revocationStale + time.Second) // two's view is stale: read again first
+	for _, c := range []struct {
+		scope   string
+		issued  time.Time
+		subject string
+		want    bool
+	}{
+		{"saml-logout:rt_a", now.Add(-time.Minute), subjectAll("alice"), true},
+		{"saml-logout:rt_a", now.Add(2 * time.Second), subjectAll("alice"), false}, // a later sign-in
+		{"saml-logout:rt_b", now.Add(-time.Minute), subjectAll("alice"), false},    // another route
+		{"saml-logout:rt_a", now.Add(-time.Minute), subjectAll("bob"), false},
+		{"saml-logout:rt_a", now.Add(-time.Minute), subjectOne("alice", "idx-1"), false},
+	} {
+		if got, err := two.Revoked(ctx, c.scope, c.issued, c.subject); err != nil || got != c.want {
+			t.Fatalf("%s %q issued %v: %v %v, want %v", c.scope, c.subject, c.issued, got, err, c.want)
+		}
+	}
+	clock = now.Add(2 * time.Hour) // past the revocation's end
+	if got, _ := two.Revoked(ctx, "saml-logout:rt_a", now.Add(-time.Minute), subjectAll("alice")); got {
+		t.Fatal("an expired revocation still ends sessions")
+	}
+}
