@@ -99,7 +99,7 @@ func NewIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error)) *IdP {
 	i.IDP = &saml.IdentityProvider{
 		Key: key, Certificate: cert, Logger: log.New(io.Discard, "", 0),
 		MetadataURL: *base.JoinPath("/metadata"), SSOURL: *base.JoinPath("/sso"), LogoutURL: *base.JoinPath("/slo"),
-		LogoutBindings: []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding},
+		LogoutBindings:          []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding},
 		ServiceProviderProvider: spProvider{i}, SessionProvider: sessionProvider{i},
 		SignatureMethod: dsig.RSASHA256SignatureMethod,
 	}
