@@ -35,6 +35,9 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 		enforce.MisdirectedClientCert(w) // a keep-alive connection from before mutual_tls was on
 		return
 	}
+	if e.TLS.MutualTLS {
+		enforce.SetClientCertHeaders(r.Header, r.TLS) // what ngrok's mutual TLS module tells the upstream
+	}
 	route := e.Route(r.URL.Path)
 	if route == nil {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")

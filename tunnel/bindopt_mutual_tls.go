@@ -159,7 +159,8 @@ func (s *endpointTLS) guard(proto string, c *enforce.Chain) *enforce.Chain {
 
 // clientCertGuard is the mutual_tls stage of an https bind: a request passes when its
 // connection's handshake verified a client certificate chain ending at one of the bind's CAs
-// (plan.TLSPolicy.Admits, which HTTPS edges use too). Any other is answered 421 with
+// (plan.TLSPolicy.Admits, which HTTPS edges use too), with the ngrok-mtls-* headers about that
+// certificate (the client's own removed). Any other is answered 421 with
 // ERR_NGROK_3200, as a request on a connection made for another name is: the client connects
 // again, and that handshake asks for the certificate.
 type clientCertGuard struct {
@@ -171,6 +172,7 @@ func (g *clientCertGuard) Name() string { return "mutual_tls" }
 func (g *clientCertGuard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.policy.Admits(r.TLS) {
+			enforce.SetClientCertHeaders(r.Header, r.TLS) // what ngrok's mutual TLS tells the upstream
 			next.ServeHTTP(w, r)
 			return
 		}
