@@ -14,7 +14,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,22 +22,7 @@ import (
 	"golang.ngrok.com/ngrok/config"
 
 	"github.com/edgeplane/edgeplane/internal/pebbletest"
-	"github.com/edgeplane/edgeplane/internal/testproc"
 )
-
-// accountWorld is w seen by another account: a new account's admin API key.
-func (w *world) accountWorld(account string) *world {
-	w.t.Helper()
-	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", account)
-	cmd.Env = testproc.CleanEnv(w.env...)
-	out, err := cmd.Output()
-	if err != nil {
-		w.t.Fatalf("apikey create --account %s: %v", account, err)
-	}
-	other := *w
-	other.token = strings.TrimSpace(string(out))
-	return &other
-}
 
 func TestWildcardCertificateOverDNS01(t *testing.T) {
 	t.Parallel()
@@ -47,7 +31,7 @@ func TestWildcardCertificateOverDNS01(t *testing.T) {
 		Zone: "cname.edgeplane.app", ZoneServer: dnsAddr})
 	a := start(t, "--dns-listen", dnsAddr, "--dns-addresses", "127.0.0.1",
 		"--acme-directory", pb.Directory, "--acme-ca-roots", pb.RootsFile)
-	b := a.accountWorld("team-b")
+	b := a.asAccount("team-b")
 
 	type domain struct {
 		ID, Domain               string

@@ -47,7 +47,7 @@ var echoHeaders = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 
 func TestMutualTLSHeadersLive(t *testing.T) {
 	a := start(t)
-	b := a.accountWorld("team-b")
+	b := a.asAccount("team-b")
 	caA, caB := newBindCA(t, "A's client CA"), newBindCA(t, "B's client CA")
 
 	// Account A: an HTTPS edge with mutual_tls, to A's agent's labeled tunnel.

@@ -53,7 +53,7 @@ func (w *world) samlRoute(t *testing.T, idp *samltest.IdP, host, name string) st
 
 func TestSAMLSingleLogout(t *testing.T) {
 	a := start(t)
-	b := a.accountWorld("team-b")
+	b := a.asAccount("team-b")
 	idp := samltest.NewIdP(t, func(id string) ([]byte, error) {
 		resp, err := a.samlBrowser().Get(id)
 		if err != nil {
