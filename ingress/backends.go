@@ -21,6 +21,9 @@ type target struct {
 	respond *plan.Backend
 	dial    func(ctx context.Context) (net.Conn, error)
 	key     string
+	// backend is the id of the backend chosen (the leaf of a failover or weighted tree), for
+	// the inspector.
+	backend string
 }
 
 // conn describes the public connection a backend is chosen for.
@@ -48,16 +51,16 @@ func (s *Server) choose(b *plan.Backend, c conn) (target, bool) {
 			return target{}, false
 		}
 		ep := eps[rand.IntN(len(eps))]
-		return target{key: "t" + hashKey(ep.ID()), dial: func(ctx context.Context) (net.Conn, error) {
+		return target{key: "t" + hashKey(ep.ID()), backend: b.ID, dial: func(ctx context.Context) (net.Conn, error) {
 			return ep.Dial(ctx, c.clientAddr, c.proto, c.edgeType, c.passthrough)
 		}}, true
 	case plan.Static:
 		addr, useTLS := b.Address, b.TLS
-		return target{key: "s" + hashKey(addr+strconv.FormatBool(useTLS)), dial: func(ctx context.Context) (net.Conn, error) {
+		return target{key: "s" + hashKey(addr+strconv.FormatBool(useTLS)), backend: b.ID, dial: func(ctx context.Context) (net.Conn, error) {
 			return dialStatic(ctx, addr, useTLS, s.cfg.OutboundRoots)
 		}}, true
 	case plan.HTTPResponse:
-		return target{respond: b}, true
+		return target{respond: b, backend: b.ID}, true
 	case plan.Failover:
 		for _, child := range b.Children {
 			if t, ok := s.choose(child, c); ok {

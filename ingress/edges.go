@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -25,8 +26,9 @@ func unenforcedPage(w http.ResponseWriter, what, id, module string) {
 }
 
 // serveEdge routes a request of an HTTPS edge: route by path, then the route's handler (its
-// stages in front of routeFinal).
-func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSEdge) {
+// stages in front of routeFinal). x is the request's record, nil when the inspector is off.
+func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSEdge, x *exchange) {
+	x.atEdge(e.Account, e.ID, "")
 	if e.Unenforced != "" {
 		unenforcedPage(w, "edge", e.ID, e.Unenforced)
 		return
@@ -43,6 +45,7 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")
 		return
 	}
+	x.atEdge(e.Account, e.ID, route.ID)
 	if route.Unenforced != "" {
 		unenforcedPage(w, "route", route.ID, route.Unenforced)
 		return
@@ -51,7 +54,7 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 	if h == nil {
 		h = route.Chain.Handler(p.routeFinal())
 	}
-	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, edgeRoute{e, route})))
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, edgeRoute{e, route, x})))
 }
 
 // routeKey carries the edge and route of a request to the final handler, behind the stages.
@@ -60,6 +63,7 @@ type routeKey struct{}
 type edgeRoute struct {
 	edge  *plan.HTTPSEdge
 	route *plan.Route
+	x     *exchange // the request's record, nil when the inspector is off
 }
 
 // routeFinal is the handler behind every route's stages: choose the route's backend and carry
@@ -72,6 +76,7 @@ func (p *proxy) routeFinal() http.Handler {
 			return
 		}
 		t, ok := p.s.choose(er.route.Backend, conn{account: er.edge.Account, clientAddr: r.RemoteAddr, proto: "https", edgeType: "3"})
+		er.x.atBackend(t)
 		switch {
 		case !ok:
 			enforce.ErrorPage(w, http.StatusServiceUnavailable, 6515, "No tunnel or backend of route "+er.route.ID+" is available to take this request.")
@@ -111,17 +116,20 @@ func (s *Server) Env(st *store.Store) *plan.Env {
 	return env
 }
 
-// serveTLSEdge carries a connection of a TLS edge: terminated here when its tls_termination says
-// so (plaintext to the backend), else passed through untouched.
-func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge) {
+// serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when
+// its tls_termination says so (plaintext to the backend), else passed through untouched.
+func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
 	if !ok {
 		return
 	}
 	defer forget()
+	tr := s.traceConn(inspect.KindTLS, c, sni)
+	tr.atEdge(e.Account, e.ID)
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+		tr.refused(refusedByEdge)
 		return
 	}
 	var pub net.Conn = c
@@ -130,15 +138,18 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge) {
 		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {
+			tr.refused(handshakeFailed)
 			return
 		}
 		pub = tc
 	}
 	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !e.Terminate})
 	if !ok || t.dial == nil {
+		tr.refused(noBackend)
 		return
 	}
-	s.carry(pub, t)
+	tr.atBackend(t)
+	s.carry(pub, t, tr)
 }
 
 // serveTCPEdge carries a connection arriving on the port of a TCP edge's address.
@@ -148,27 +159,42 @@ func (s *Server) serveTCPEdge(addr string, c net.Conn) {
 	if e == nil {
 		return
 	}
+	tr := s.traceConn(inspect.KindTCP, c, addr)
+	tr.atEdge(e.Account, e.ID)
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+		tr.refused(refusedByEdge)
 		return
 	}
 	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tcp", edgeType: "1"})
 	if !ok || t.dial == nil {
+		tr.refused(noBackend)
 		return
 	}
-	s.carry(c, t)
+	tr.atBackend(t)
+	s.carry(c, t, tr)
 }
 
-// carry opens the target's connection and pipes bytes both ways.
-func (s *Server) carry(pub net.Conn, t target) {
+// Why a connection carried nothing, as the inspector shows it.
+const (
+	refusedByEdge     = "refused by the edge's IP restriction or traffic policy, or a module the data plane does not apply"
+	refusedByEndpoint = "refused by the endpoint's IP restriction or traffic policy"
+	handshakeFailed   = "the TLS handshake failed"
+	noBackend         = "no tunnel or backend was available"
+	unreachable       = "the agent or backend could not be reached"
+)
+
+// carry opens the target's connection and pipes bytes both ways, recording them in tr.
+func (s *Server) carry(pub net.Conn, t target, tr *connTrace) {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := t.dial(ctx)
 	cancel()
 	if err != nil {
 		s.log.Debug("edge backend unreachable", "err", err)
+		tr.refused(unreachable)
 		return
 	}
-	s.pipe(pub, up)
+	tr.done(s.pipe(pub, up))
 }
 
 // SyncTCPEdges opens a listener for each TCP edge address of the plan that has none, and closes

@@ -27,8 +27,8 @@ type Endpoint interface {
 	// ID is the tunnel's id (for connection pooling and logs).
 	ID() string
 	// AccountID is the account of the agent's credential: only the account holding a host may
-	// serve it (holder.go), and its public connections count against that account's share of
-	// the public listeners (netx.Claim).
+	// serve it (holder.go), its public connections count against that account's share of
+	// the public listeners (netx.Claim), and its inspector records the endpoint's traffic.
 	AccountID() string
 	// Chain is the stages of the endpoint's modules; nil when it has none.
 	Chain() *enforce.Chain
@@ -85,6 +85,9 @@ type Config struct {
 	TCPIdle time.Duration
 	// Logger receives connection-level events; nil discards.
 	Logger *slog.Logger
+	// Recorder, when not nil, is told of every public request and connection an account's
+	// endpoint or edge took (the console's traffic inspector).
+	Recorder Recorder
 }
 
 // dialTimeout bounds opening the stream to an agent (or the connection to a backend) for a
@@ -166,7 +169,11 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 	return &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			count.Add(1)
-			s.proxy.serve(w, r, proto)
+			if rec := s.cfg.Recorder; rec != nil {
+				s.proxy.record(w, r, proto, rec)
+				return
+			}
+			s.proxy.serve(w, r, proto, nil)
 		}),
 		ReadHeaderTimeout: s.headerTimeout(),
 		IdleTimeout:       s.idleTimeout(),
@@ -201,13 +208,13 @@ func (s *Server) headerTimeout() time.Duration {
 }
 
 // pipe carries a public connection pub to up until both are done, or both have been quiet for
-// the TCP idle timeout.
-func (s *Server) pipe(pub, up net.Conn) {
+// the TCP idle timeout, and returns the bytes carried from the client (in) and to it (out).
+func (s *Server) pipe(pub, up net.Conn) (in, out int64) {
 	idle := s.cfg.TCPIdle
 	if idle <= 0 {
 		idle = DefaultTCPIdleTimeout
 	}
-	netx.Pipe(pub, up, idle)
+	return netx.Pipe(pub, up, idle)
 }
 
 // ServeHTTP serves plain HTTP on ln until Close.

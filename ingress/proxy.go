@@ -98,10 +98,14 @@ func (p *proxy) close() { p.tr.CloseIdleConnections() }
 // serve routes one public request by its Host to an online endpoint of proto. The client's own
 // ngrok-auth-* headers are removed first, on every route and endpoint: only a sign-in module
 // sets them, and an upstream that trusts them must never be told a name of the client's
-// choosing, including on a route whose module is not (or not yet) in the plan.
-func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
+// choosing, including on a route whose module is not (or not yet) in the plan. x is the
+// request's record when the inspector is on, nil otherwise.
+func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *exchange) {
 	enforce.StripIdentityHeaders(r.Header)
 	host := strings.ToLower(hostOnly(r.Host))
+	if x != nil {
+		x.entry.Host = host
+	}
 	if proto == "http" && p.s.answerHTTP01(w, r, host) {
 		return
 	}
@@ -113,9 +117,10 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 	if proto == "https" {
 		e, hep := p.s.httpsRoute(host)
 		if e != nil {
+			x.atEdge(e.Account, e.ID, "") // a request refused at the account's share is the account's too
 			if release, ok := p.claim(w, r, e.Account); ok {
 				defer release()
-				p.serveEdge(w, r, e)
+				p.serveEdge(w, r, e, x)
 			}
 			return
 		}
@@ -125,6 +130,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 	}
 	if ep == nil && proto == "http" {
 		if e, hep := p.s.httpsRoute(host); e != nil || hep != nil {
+			if hep != nil {
+				x.atEndpoint(hep, "https", host)
+			} else {
+				x.atEdge(e.Account, e.ID, "")
+			}
 			// An https endpoint or HTTPS edge is served over TLS only; send the browser there.
 			http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 			return
@@ -134,6 +144,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string) {
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
+	x.atEndpoint(ep, proto, host)
 	release, ok := p.claim(w, r, ep.AccountID())
 	if !ok {
 		return

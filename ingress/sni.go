@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/plan"
 )
@@ -101,7 +102,7 @@ func (s *Server) routeTLS(c net.Conn) {
 			c.Close()
 			return
 		}
-		s.serveTLSEdge(conn, e)
+		s.serveTLSEdge(conn, e, sni)
 		return
 	}
 	if ep != nil {
@@ -109,7 +110,7 @@ func (s *Server) routeTLS(c net.Conn) {
 			c.Close()
 			return
 		}
-		s.serveTLSEndpoint(conn, ep)
+		s.serveTLSEndpoint(conn, ep, sni)
 		return
 	}
 	if sni == "" {
@@ -167,14 +168,17 @@ func (s *Server) terminate(c net.Conn, cfg *tls.Config) (*tls.Conn, bool) {
 // TLS is passed through untouched, or, with TLS termination, ended here (with the agent's
 // certificate or the host's, asking for a client certificate under mutual TLS) and the
 // plaintext carried (PassthroughTLS false).
-func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint) {
+func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
 	if !ok {
 		return
 	}
 	defer forget()
+	tr := s.traceConn(inspect.KindTLS, c, sni)
+	tr.atEndpoint(ep, "tls")
 	if !ep.AllowConn(c) {
+		tr.refused(refusedByEndpoint)
 		return
 	}
 	var pub net.Conn = c
@@ -185,15 +189,23 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint) {
 		cfg.NextProtos = nil // the plaintext goes to the agent as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {
+			tr.refused(handshakeFailed)
 			return
 		}
 		pub = tc
 	}
+	s.carryTo(pub, ep, "tls", passthrough, tr)
+}
+
+// carryTo opens a proxy stream to an endpoint's agent for the public connection pub and pipes
+// bytes both ways, recording them in tr.
+func (s *Server) carryTo(pub net.Conn, ep Endpoint, proto string, passthrough bool, tr *connTrace) {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
-	up, err := ep.Dial(ctx, c.RemoteAddr().String(), "tls", "", passthrough)
+	up, err := ep.Dial(ctx, pub.RemoteAddr().String(), proto, "", passthrough)
 	cancel()
 	if err != nil {
+		tr.refused(unreachable)
 		return
 	}
-	s.pipe(pub, up)
+	tr.done(s.pipe(pub, up))
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
 )
 
@@ -37,6 +38,19 @@ func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.C
 		})
 	}()
 	return &tcpListener{s: s, ln: ln, account: account}, nil
+}
+
+// ServeTCPEndpoint carries a public connection to the tcp endpoint ep at addr, once its
+// connection stages (IP restriction, the on_tcp_connect rules of its traffic policy) admit the
+// client: a refused connection is closed before any byte reaches the agent.
+func (s *Server) ServeTCPEndpoint(c net.Conn, ep Endpoint, addr string) {
+	tr := s.traceConn(inspect.KindTCP, c, addr)
+	tr.atEndpoint(ep, "tcp")
+	if !ep.AllowConn(c) {
+		tr.refused(refusedByEndpoint)
+		return
+	}
+	s.carryTo(c, ep, "tcp", false, tr)
 }
 
 // tcpListener closes an endpoint's listener and forgets it.

@@ -34,6 +34,9 @@ type Config struct {
 	TCPIdle time.Duration
 	// Quotas bound the tunnels sessions and accounts hold online (quota.go).
 	Quotas Quotas
+	// CarryTCP, when set, carries a public connection of the tcp endpoint t at addr, in place of
+	// the gateway: the public listeners then record it like their other traffic.
+	CarryTCP func(c net.Conn, t *Tunnel, addr string)
 	// Replica names this process in the session rows, so every replica's API lists every
 	// replica's agents and a dead replica's rows expire.
 	Replica string

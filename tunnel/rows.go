@@ -141,6 +141,10 @@ func (g *Gateway) serveTCP(addr string, c net.Conn) {
 	if t == nil {
 		return
 	}
+	if g.cfg.CarryTCP != nil {
+		g.cfg.CarryTCP(c, t, addr)
+		return
+	}
 	if !t.AllowConn(c) {
 		return
 	}

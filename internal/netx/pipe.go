@@ -25,8 +25,9 @@ type closeWriter interface{ CloseWrite() error }
 // that closes gives its slot back at once this way, and a half-closing one keeps getting its
 // answer while nobody needs the slot.
 //
-// With idle above zero, the pipe ends once no byte has moved either way for idle.
-func Pipe(a, b net.Conn, idle time.Duration) {
+// With idle above zero, the pipe ends once no byte has moved either way for idle. It returns the
+// bytes copied each way, for the traffic inspector's record of the connection.
+func Pipe(a, b net.Conn, idle time.Duration) (aToB, bToA int64) {
 	working(a)
 	working(b)
 	carry(a, b)
@@ -57,9 +58,10 @@ func Pipe(a, b net.Conn, idle time.Duration) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	cp := func(dst, src net.Conn, fromClient bool) {
+	cp := func(dst, src net.Conn, fromClient bool, n *int64) {
 		defer wg.Done()
-		_, err := io.Copy(dst, &activeReader{r: src, start: start, last: &last})
+		var err error
+		*n, err = io.Copy(dst, &activeReader{r: src, start: start, last: &last})
 		if cw, ok := dst.(closeWriter); ok && err == nil {
 			_ = cw.CloseWrite()
 			if fromClient {
@@ -70,12 +72,13 @@ func Pipe(a, b net.Conn, idle time.Duration) {
 			src.Close()
 		}
 	}
-	go cp(a, b, false)
-	go cp(b, a, true)
+	go cp(a, b, false, &bToA)
+	go cp(b, a, true, &aToB)
 	wg.Wait()
 	carry(a, nil)
 	a.Close()
 	b.Close()
+	return aToB, bToA
 }
 
 // carry records on the limiter's connection inside a the connection it is carried to, which
