@@ -206,7 +206,11 @@ type credential struct{ selector, secret string }
 
 // credentialOf parses the Authorization header; its errors are 401s that need no database.
 func credentialOf(r *http.Request) (credential, error) {
-	h := r.Header.Get("Authorization")
+	return parseCredential(r.Header.Get("Authorization"))
+}
+
+// parseCredential parses an Authorization header's value.
+func parseCredential(h string) (credential, error) {
 	if h == "" {
 		return credential{}, &ep.Error{Status: http.StatusUnauthorized, Code: ep.CodeAuthMissing,
 			Msg: "Authentication is required: send \"Authorization: Bearer <API key token>\"."}

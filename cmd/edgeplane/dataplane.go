@@ -23,6 +23,7 @@ import (
 	"github.com/edgeplane/edgeplane/certmgr"
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/ingress"
+	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/pki"
 	"github.com/edgeplane/edgeplane/server"
@@ -157,7 +158,13 @@ type dataPlane struct {
 	iso        isolation // what keeps accounts from starving one another (dataplane_limits.go)
 	// replica names this process in the session rows.
 	replica string
-	st      *store.Store
+	// inspect configures the traffic inspector (nil: off); rec is it, once start has run.
+	inspect *inspect.Config
+	rec     *inspect.Recorder
+	// publicRoots verify the public TLS listener as its clients do (the system's roots and
+	// edgeplane's CA), for the console's replays.
+	publicRoots *x509.CertPool
+	st          *store.Store
 	// log is the logger evictions are reported to, once start has one.
 	log atomic.Pointer[slog.Logger]
 }
@@ -298,8 +305,20 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	d.replica, _ = ep.NewID("rep")
 	d.st = st
 	d.log.Store(log)
+	if d.publicRoots, err = x509.SystemCertPool(); err != nil {
+		d.publicRoots = x509.NewCertPool()
+	}
+	d.publicRoots.AppendCertsFromPEM([]byte(ca.CertPEM))
+	var rec ingress.Recorder
+	if d.inspect != nil {
+		cfg := *d.inspect
+		cfg.Replica = d.replica
+		d.rec = inspect.NewRecorder(cfg)
+		rec = d.rec
+	}
 	certs := ingress.NewCerts(ca)
 	d.pub = ingress.New(ingress.Config{
+		Recorder:      rec,
 		Certificate:   certs.Certificate,
 		TCPHost:       *f.tcpListenHost,
 		OutboundRoots: d.outboundRoots,
@@ -316,6 +335,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		ListenTCP: d.pub.ListenTCP,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
+		CarryTCP:  func(c net.Conn, t *tunnel.Tunnel, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
 		Replica:   d.replica,
 		Logger:    log,
 		Version:   versionString(),

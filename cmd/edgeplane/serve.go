@@ -33,6 +33,7 @@ type serveConfig struct {
 	settings                            ep.Settings
 	limit                               server.RateLimit
 	dp                                  *dataPlaneFlags
+	console                             *consoleFlags
 	timeout                             struct{ readHeader, read, write, idle, unauthIdle time.Duration }
 }
 
@@ -70,6 +71,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
 	c.dp = addDataPlaneFlags(fs)
+	c.console = addConsoleFlags(fs)
 	timeoutFlags := []struct {
 		name, env, usage string
 		def              time.Duration
@@ -130,6 +132,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		if u, err := url.Parse(c.baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--base-url %q must be an absolute http:// or https:// URL", c.baseURL)
 		}
+	}
+	if err := c.console.check(); err != nil {
+		return nil, err
 	}
 	if c.limit, err = server.ParseRateLimit(*rateLimit); err != nil {
 		return nil, fmt.Errorf("--rate-limit: %w", err)
@@ -237,6 +242,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := bootstrap(ctx, st, tokenAnnouncer(stderr, log, cfg.logFormat)); err != nil {
 		return err
 	}
+	socks.dp.inspect = cfg.console.recorder()
 	if err := socks.dp.start(ctx, cfg.dp, st, settings, log); err != nil {
 		return err
 	}
@@ -256,9 +262,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer msrv.Close()
 		log.Info("metrics listening", "addr", socks.metrics.Addr().String())
 	}
-	srv := cfg.httpServer(server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
+	api := server.New(st, server.Config{BaseURL: base, Logger: log, Metrics: metrics,
 		MetricsOnMain: cfg.metricsListen == "", CORSOrigins: cfg.corsOrigins, RateLimit: cfg.limit,
-		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander(), ResponseBytes: cfg.responseBytes()}), log)
+		WriteTimeout: cfg.timeout.write, Agents: socks.dp.commander(), ResponseBytes: cfg.responseBytes()})
+	handler, err := cfg.console.handler(api, socks.dp, base, log)
+	if err != nil {
+		return err
+	}
+	srv := cfg.httpServer(handler, log)
 	limited := apiConns.ListenPending(socks.api)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
