@@ -144,12 +144,15 @@ func moduleDetail(mod map[string]any) string {
 }
 
 // hideSecrets replaces the value of every field whose name holds "secret" (webhook secrets,
-// client secrets), at any depth.
+// client secrets), at any depth, and leaves out references' uris (their ids say enough).
 func hideSecrets(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, x := range t {
+			if k == "uri" {
+				continue
+			}
 			if strings.Contains(k, "secret") && x != nil {
 				out[k] = "[hidden]"
 				continue

@@ -68,7 +68,7 @@
     }
     cell(tr, e.duration_ms.toFixed(1) + " ms", "num");
     cell(tr, size(e.bytes_in) + " / " + size(e.bytes_out), "num");
-    cell(tr, e.target, "wide");
+    cell(tr, e.target, "wide").title = e.target;
     return tr;
   }
 
