@@ -83,8 +83,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, s *session) err
 	} else {
 		defer resp.Body.Close()
 		d.Status = resp.StatusCode
-		inspect.Redact(resp.Header)
-		d.Header = headerLines(resp.Header)
+		d.Header = headerLines(inspect.CopyHeader(resp.Header)) // redacted as it is copied
 		d.Body, _ = io.ReadAll(io.LimitReader(resp.Body, inspect.MaxBody+1))
 		if len(d.Body) > inspect.MaxBody {
 			d.Body, d.BodyCut = d.Body[:inspect.MaxBody], true

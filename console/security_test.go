@@ -302,7 +302,7 @@ func TestUntrustedTextIsShownAsText(t *testing.T) {
 	e.must(a.token, "POST", "/edges/https/"+edge+"/routes", map[string]any{"match_type": "path_prefix", "match": "/", "description": evil,
 		"request_headers": map[string]any{"add": map[string]string{"X-Evil": evil}}}, 201)
 	entry := e.record(a.id, inspect.Entry{Method: "POST", Path: "/" + url.PathEscape(evil) + "?q=" + evil, Host: "evil.example.com", Status: 500,
-		Bodies: true, RequestHeader: http.Header{"X-Evil": {evil}}, ResponseHeader: http.Header{"X-Answer": {evil}},
+		Bodies: true, RequestHeader: inspect.Header{{Name: "X-Evil", Value: evil}}, ResponseHeader: inspect.Header{{Name: "X-Answer", Value: evil}},
 		RequestBody: []byte(evil), ResponseBody: []byte(evil), BytesIn: int64(len(evil)), BytesOut: int64(len(evil))})
 	b := e.browser()
 	b.signin(a.token)

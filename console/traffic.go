@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -151,15 +150,12 @@ type header struct {
 	Redacted    bool
 }
 
-// headerLines lists a header map sorted by name, marking redacted values.
-func headerLines(h http.Header) []header {
+// headerLines lists a recorded header sorted by name, marking redacted values.
+func headerLines(h inspect.Header) []header {
 	var out []header
-	for k, vs := range h {
-		for _, v := range vs {
-			out = append(out, header{Name: k, Value: v, Redacted: v == inspect.RedactedValue})
-		}
+	for _, f := range h.Sorted() {
+		out = append(out, header{Name: f.Name, Value: f.Value, Redacted: f.Value == inspect.RedactedValue && inspect.Redacted(f.Name)})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

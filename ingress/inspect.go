@@ -42,7 +42,7 @@ func (p *proxy) record(w http.ResponseWriter, r *http.Request, proto string, rec
 	x := &exchange{rec: rec, w: w}
 	e := &x.entry
 	e.Time, e.Kind, e.Client, e.Method, e.Path, e.Proto = time.Now(), proto, r.RemoteAddr, r.Method, r.RequestURI, r.Proto
-	e.RequestHeader = r.Header.Clone() // before any stage edits it
+	e.RequestHeader = inspect.CopyHeader(r.Header) // before any stage edits it; secrets redacted
 	if r.Body != nil && r.Body != http.NoBody {
 		x.in = countedBody{x: x, rc: r.Body}
 		r.Body = &x.in
@@ -63,10 +63,11 @@ func (x *exchange) finish() {
 	if e.Status == 0 && !e.Upgraded {
 		e.Status = http.StatusOK // net/http answers 200 for a handler that wrote nothing
 	}
-	e.ResponseHeader = x.w.Header().Clone()
-	e.ErrorCode = e.ResponseHeader.Get("Ngrok-Error-Code")
-	inspect.Redact(e.RequestHeader)
-	inspect.Redact(e.ResponseHeader)
+	h := x.w.Header()
+	e.ResponseHeader = inspect.CopyHeader(h)
+	if code := h["Ngrok-Error-Code"]; len(code) > 0 {
+		e.ErrorCode = code[0]
+	}
 	e.Bodies = x.bodies
 	x.w, x.in.rc = nil, nil // the entry outlives the request; its writer and body must not
 	x.rec.Record(e)

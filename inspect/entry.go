@@ -8,6 +8,7 @@ package inspect
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,8 +65,8 @@ type Entry struct {
 	Note string `json:"note,omitempty"`
 	// RequestHeader and ResponseHeader are the headers as the client sent them and as it was
 	// answered, with the values of Redacted headers replaced.
-	RequestHeader  http.Header `json:"request_header,omitempty"`
-	ResponseHeader http.Header `json:"response_header,omitempty"`
+	RequestHeader  Header `json:"request_header,omitempty"`
+	ResponseHeader Header `json:"response_header,omitempty"`
 	// RequestBody and ResponseBody are the first MaxBody bytes of the bodies, kept only when the
 	// account asked for bodies; the Cut flags say there was more.
 	RequestBody     []byte `json:"request_body,omitempty"`
@@ -103,18 +104,63 @@ func (e *Entry) measure() int64 {
 	return int64(n)
 }
 
-// headerSize is the memory of a header map: per name its map slot and slice, per value its
-// string header and bytes.
-func headerSize(h http.Header) int {
-	if h == nil {
-		return 0
+// Field is one header line: a name and one of its values.
+type Field struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Header is a header as an entry keeps it: its lines, in no particular order. A flat list
+// rather than a map, so that recording a request copies its header in one allocation and
+// hashes nothing; the strings themselves are shared with the request, never copied.
+type Header []Field
+
+// CopyHeader copies h, replacing the values of Redacted headers as it goes: a secret is never
+// kept, not even for the length of a request. It is the listeners' one copy of each header.
+func CopyHeader(h http.Header) Header {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
 	}
-	n := 48
+	if n == 0 {
+		return nil
+	}
+	out := make(Header, 0, n)
 	for k, vs := range h {
-		n += 48 + len(k) + 24
+		secret := Redacted(k)
 		for _, v := range vs {
-			n += 16 + len(v)
+			if secret {
+				v = RedactedValue
+			}
+			out = append(out, Field{k, v})
 		}
+	}
+	return out
+}
+
+// Get returns the first value of the header name (canonical or not), or "".
+func (h Header) Get(name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// Sorted returns the lines sorted by name, keeping the order of each name's values.
+func (h Header) Sorted() Header {
+	out := slices.Clone(h)
+	slices.SortStableFunc(out, func(a, b Field) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// headerSize is the memory of a header: per line its slot and the bytes of its strings (which
+// the entry keeps alive).
+func headerSize(h Header) int {
+	n := 24
+	for _, f := range h {
+		n += 32 + len(f.Name) + len(f.Value)
 	}
 	return n
 }
@@ -136,14 +182,35 @@ var redacted = map[string]bool{
 	"X-Gitlab-Token":      true,
 }
 
-// Redacted reports whether the values of the header name (canonical or not) are never kept.
-func Redacted(name string) bool { return redacted[http.CanonicalHeaderKey(name)] }
+// Redacted reports whether the values of the header name (canonical or not: HTTP/2 lowercases
+// names, and a name net/http cannot canonicalize is kept as sent) are never kept. It compares
+// without allocating: it runs on every header line of every request recorded.
+func Redacted(name string) bool {
+	switch len(name) {
+	case len("Cookie"), len("Set-Cookie"), len("Authorization"), len("X-Gitlab-Token"), len("Proxy-Authorization"):
+		for _, r := range redactedNames {
+			if strings.EqualFold(name, r) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
-// Redact replaces, in place, the values of h's redacted headers. Names that are not canonical
-// (HTTP/2 lowercases them; a Header map built by hand may hold any spelling) are matched too.
+// redactedNames are the keys of redacted, for Redacted's comparisons.
+var redactedNames = func() []string {
+	out := make([]string, 0, len(redacted))
+	for k := range redacted {
+		out = append(out, k)
+	}
+	return out
+}()
+
+// Redact replaces, in place, the values of h's redacted headers (the answer to a replay, before
+// the console shows it).
 func Redact(h http.Header) {
 	for k, vs := range h {
-		if !redacted[k] && !redacted[http.CanonicalHeaderKey(k)] {
+		if !Redacted(k) {
 			continue
 		}
 		for i := range vs {

@@ -2,7 +2,7 @@ package inspect
 
 import (
 	"errors"
-	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -331,34 +331,26 @@ func (s *Subscription) Close() {
 	})
 }
 
-// maxHeaderRecord bounds each of an entry's two header maps; what is beyond is left out, and
-// the entry says so in its note.
+// maxHeaderRecord bounds each of an entry's two headers; the lines beyond are left out, and the
+// entry says so in its note.
 const maxHeaderRecord = 64 << 10
 
-// capHeaders drops header values past maxHeaderRecord from either map of e. The agent may
+// capHeaders drops header lines past maxHeaderRecord from either header of e. The agent may
 // answer with up to 1 MiB of response headers, which would otherwise let one response take a
 // quarter of an account's default bound.
 func capHeaders(e *Entry) {
-	for _, hp := range [...]*http.Header{&e.RequestHeader, &e.ResponseHeader} {
+	for _, hp := range [...]*Header{&e.RequestHeader, &e.ResponseHeader} {
 		h := *hp
 		if headerSize(h) <= maxHeaderRecord {
 			continue
 		}
-		kept, n := http.Header{}, 48
-		for k, vs := range h {
-			for _, v := range vs {
-				add := 16 + len(v)
-				if _, ok := kept[k]; !ok {
-					add += 48 + len(k) + 24
-				}
-				if n+add > maxHeaderRecord {
-					continue
-				}
-				n += add
-				kept[k] = append(kept[k], v)
+		n := 24
+		for i, f := range h {
+			if n += 32 + len(f.Name) + len(f.Value); n > maxHeaderRecord {
+				*hp = slices.Clone(h[:i]) // a new array: the old one would keep every line alive
+				break
 			}
 		}
-		*hp = kept
 		if e.Note == "" {
 			e.Note = "headers beyond 64 KiB were not kept"
 		}

@@ -14,8 +14,8 @@ import (
 // the answer's headers, a path.
 func request(account, path string, header http.Header) *Entry {
 	return &Entry{Account: account, Time: time.Now(), Kind: KindHTTPS, Client: "203.0.113.7:41000", Host: "app.example.com",
-		Method: "GET", Path: path, Proto: "HTTP/1.1", Status: 200, RequestHeader: header.Clone(),
-		ResponseHeader: http.Header{"Content-Type": {"text/plain"}}, Endpoint: "https://app.example.com"}
+		Method: "GET", Path: path, Proto: "HTTP/1.1", Status: 200, RequestHeader: CopyHeader(header),
+		ResponseHeader: Header{{"Content-Type", "text/plain"}}, Endpoint: "https://app.example.com"}
 }
 
 func TestRingKeepsTheNewestEntriesOfEachAccount(t *testing.T) {
@@ -94,6 +94,21 @@ func TestRedact(t *testing.T) {
 		"authorization":    {"Basic c2VjcmV0"}, // a spelling HTTP/2 or a hand-built map may hold
 		"X-Request-Id":     {"kept"},
 		"Stripe-Signature": {"t=1,v1=kept"},
+	}
+	kept := CopyHeader(h)
+	if len(kept) != 8 {
+		t.Fatalf("the copy holds %d lines, want 8", len(kept))
+	}
+	for _, f := range kept {
+		if strings.Contains(f.Value, "secret") || strings.Contains(f.Value, "c2VjcmV0") {
+			t.Errorf("%s: %q survived the copy", f.Name, f.Value)
+		}
+	}
+	if kept.Get("x-request-id") != "kept" || kept.Get("Stripe-Signature") != "t=1,v1=kept" {
+		t.Errorf("a header that is no secret was changed in the copy: %v", kept)
+	}
+	if h.Get("Authorization") != "Bearer secret-token" {
+		t.Error("the copy changed the request's own header")
 	}
 	Redact(h)
 	for k, vs := range h {
@@ -200,7 +215,7 @@ func TestCapHeaders(t *testing.T) {
 		resp.Set(fmt.Sprintf("X-Big-%03d", i), strings.Repeat("y", 5000)) // 1 MiB of answer headers
 	}
 	e := request("a", "/", nil)
-	e.ResponseHeader = resp
+	e.ResponseHeader = CopyHeader(resp)
 	r.Record(e)
 	if s := headerSize(e.ResponseHeader); s > maxHeaderRecord {
 		t.Fatalf("the kept answer headers are %d bytes, over %d", s, maxHeaderRecord)

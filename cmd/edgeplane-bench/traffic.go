@@ -23,7 +23,7 @@ import (
 // front of it (the one-hop reference, on a plain and a TLS listener), and `edgeplane serve` with
 // its data plane and an ngrok-go agent forwarding to the same upstream, and measures requests
 // through each path, alternating the paths over several rounds. See trafficUsage.
-const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-extra=true] [-out bench/traffic.md]`
+const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-extra=true] [-inspector=true] [-out bench/traffic.md]`
 
 // Names of the paths, as the table shows them.
 const (
@@ -46,6 +46,7 @@ type trafficConfig struct {
 	keep           bool
 	profile        string
 	extra          bool // the http endpoint, TCP edge and modules rows, and new connections per second
+	inspector      bool // the traffic inspector's cost: the HTTPS edge of an edgeplane recording nothing
 }
 
 // trafficRunner holds one run of the traffic benchmark.
@@ -61,9 +62,11 @@ type trafficRunner struct {
 	world      *edgeplaneWorld
 	connPaths  []*connPath
 	connRounds map[string][]connRound
-	// modulesCost is the cost of the three modules in each back-to-back pair, by concurrency
-	// (traffic_modules.go).
-	modulesCost map[int][]float64
+	// modulesCost and inspectorCost are the cost of the three modules and of the traffic
+	// inspector in each back-to-back pair, by concurrency (traffic_modules.go,
+	// traffic_inspector.go); noInspector is the edgeplane recording nothing.
+	modulesCost, inspectorCost map[int][]float64
+	noInspector                *inspectorOff
 }
 
 type resultKey struct {
@@ -89,6 +92,7 @@ func trafficBench(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory (database and logs)")
 	fs.BoolVar(&cfg.extra, "extra", true, "also measure a plain http endpoint bind, a TCP edge (and new connections per second through it) and an HTTPS edge route with three modules")
+	fs.BoolVar(&cfg.inspector, "inspector", true, "also measure the traffic inspector's cost: the HTTPS edge of a second edgeplane started with --inspect-entries 0, in back-to-back pairs with the first")
 	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -214,7 +218,7 @@ func (b *trafficRunner) run(ctx context.Context) error {
 	}
 	defer proxy.stop()
 	logf("starting edgeplane and the agent")
-	w, err := b.startEdgeplaneWorld(ctx, "http://"+up.addr)
+	w, err := b.startEdgeplaneWorld(ctx, "http://"+up.addr, worldOptions{extra: b.cfg.extra})
 	if err != nil {
 		return err
 	}
@@ -261,6 +265,11 @@ func (b *trafficRunner) run(ctx context.Context) error {
 				logf("c=%-3d round %d  %-34s %8.0f req/s  p50 %7s  p99 %7s  errors %d %s",
 					c, i+1, p.name, r.rps(), fmtDur(r.p50), fmtDur(r.p99), r.errors, r.firstErr)
 			}
+		}
+	}
+	if b.cfg.inspector {
+		if err := b.measureInspectorCost(ctx, "http://"+up.addr); err != nil {
+			return err
 		}
 	}
 	if w.extra != nil {

@@ -32,6 +32,14 @@ const (
 	proxyHost    = "proxy.bench.test"
 )
 
+// worldOptions vary the edgeplane worlds of one run: name prefixes the files of a second one,
+// serveArgs are added to its serve command, and extra adds the extra rows' edges.
+type worldOptions struct {
+	name      string
+	serveArgs []string
+	extra     bool
+}
+
 // edgeplaneWorld is a running `edgeplane serve` with its data plane, configured for the traffic
 // benchmark, and the agent connected to it.
 type edgeplaneWorld struct {
@@ -50,11 +58,11 @@ var (
 // ports, reads its CA and bootstrap API key, creates a credential, a reserved domain, a
 // tunnel_group backend and an HTTPS edge with one route to it, starts the agent, and waits until
 // both the edge and the https endpoint answer through it.
-func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string) (*edgeplaneWorld, error) {
-	dsn := filepath.Join(b.work, "traffic.db")
-	logPath := filepath.Join(b.work, "edgeplane-traffic.log")
-	srv, err := startChild("edgeplane", b.cfg.binary, []string{"serve", "--listen", "{addr}", "--db", dsn,
-		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0"},
+func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string, o worldOptions) (*edgeplaneWorld, error) {
+	dsn := filepath.Join(b.work, o.name+"traffic.db")
+	logPath := filepath.Join(b.work, "edgeplane-"+o.name+"traffic.log")
+	srv, err := startChild("edgeplane", b.cfg.binary, append([]string{"serve", "--listen", "{addr}", "--db", dsn,
+		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0"}, o.serveArgs...),
 		b.serverEnv, logPath)
 	if err != nil {
 		return nil, err
@@ -83,7 +91,7 @@ func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string
 	if !w.ca.AppendCertsFromPEM(out) {
 		return fail(errors.New("edgeplane ca printed no certificate"))
 	}
-	caPath := filepath.Join(b.work, "edgeplane-ca.pem")
+	caPath := filepath.Join(b.work, o.name+"edgeplane-ca.pem")
 	if err := os.WriteFile(caPath, out, 0o644); err != nil {
 		return fail(err)
 	}
@@ -117,7 +125,7 @@ func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string
 	agentArgs := []string{"traffic-agent", "--listen", "{addr}", "--server", agentAddr,
 		"--ca", caPath, "--upstream", upstream, "--label", "edge=bench", "--domain", endpointHost}
 	hosts := []string{edgeHost, endpointHost}
-	if b.cfg.extra {
+	if o.extra {
 		if w.extra, err = setupExtra(api, group.ID, httpAddr); err != nil {
 			return fail(err)
 		}
@@ -125,7 +133,7 @@ func (b *trafficRunner) startEdgeplaneWorld(ctx context.Context, upstream string
 		hosts = append(hosts, modulesHost)
 	}
 
-	w.agent, err = startChild("agent", b.self, agentArgs, []string{"EDGEPLANE_BENCH_AUTHTOKEN=" + cred.Token}, filepath.Join(b.work, "agent.log"))
+	w.agent, err = startChild("agent", b.self, agentArgs, []string{"EDGEPLANE_BENCH_AUTHTOKEN=" + cred.Token}, filepath.Join(b.work, o.name+"agent.log"))
 	if err != nil {
 		return fail(err)
 	}

@@ -128,7 +128,7 @@ func (b *trafficRunner) report(took time.Duration) string {
 	}
 	b.extraReport(&w)
 	fmt.Fprintf(&w, "## Targets measured here\n\n| target | reference | measured | met |\n|---|---|---|---|\n")
-	for _, t := range append(b.targets(), b.extraTargets()...) {
+	for _, t := range append(append(b.targets(), b.extraTargets()...), b.inspectorTargets()...) {
 		met := "yes"
 		switch {
 		case t.na:
@@ -146,6 +146,12 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "edge whose route has `ip_restriction` (a policy allowing 127.0.0.0/8), `request_headers` (adds one header) and\n")
 		fmt.Fprintf(&w, "`compression` (enabled; the 64-byte answer is below its 256-byte minimum, so its cost is the negotiation).\n")
 		fmt.Fprintf(&w, "Both HTTPS edge rows send `Accept-Encoding: gzip`. The scale scenarios are `edgeplane-bench scale` (bench/scale.md).\n\n")
+	}
+	if b.noInspector != nil {
+		fmt.Fprintf(&w, "The inspector's row: `%s` is a second edgeplane started with `--inspect-entries 0` (the public\n", pathEdgeNoInspector)
+		fmt.Fprintf(&w, "listeners record nothing), with its own agent and the same HTTPS edge to the same upstream; `%s`, the run's\n", pathEdge)
+		fmt.Fprintf(&w, "edgeplane with the inspector on as deployed (every request recorded, headers cloned and redacted, its ring of\n")
+		fmt.Fprintf(&w, "1000 entries full), is measured against it in %d back-to-back pairs per concurrency.\n\n", backToBackPairs)
 	}
 	writeNotes(&w, b.notes)
 	return w.String()
