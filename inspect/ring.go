@@ -12,7 +12,7 @@ import (
 const (
 	DefaultEntries      = 1000
 	DefaultAccountBytes = 4 << 20
-	DefaultTotalBytes   = 64 << 20
+	DefaultTotalBytes   = 32 << 20
 	// MinAccountBytes is the least per-account bound Config accepts: room for the largest
 	// entry (64 KiB of headers each way, two bodies) several times over.
 	MinAccountBytes = 1 << 20

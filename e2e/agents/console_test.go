@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -521,5 +522,62 @@ func TestConsoleReplay(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("/again?n=1 is listed %d times, want the original and its replay", n)
+	}
+}
+
+// TestConsoleLiveViewOutlivesTheServerTimeouts: the live view is one long response on the API's
+// listener, whose read and write timeouts end ordinary requests; it sets its own deadlines, so
+// an entry recorded after those timeouts have passed still reaches it.
+func TestConsoleLiveViewOutlivesTheServerTimeouts(t *testing.T) {
+	w := start(t, "--read-timeout", "1s", "--write-timeout", "1s")
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("late.edgeplane.app")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveTunnel(t, tun, http.HandlerFunc(hello))
+	cc := w.console(w.token)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.api+"/console/api/traffic/stream?path=/late", nil)
+	streamer := &http.Client{Jar: cc.c.Jar} // no client timeout: the stream is meant to last
+	resp, err := streamer.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("live view: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events <- line
+			}
+		}
+	}()
+	if first := <-events; !strings.Contains(first, "replica") {
+		t.Fatalf("the live view's first event: %q", first)
+	}
+	// Time passes beyond both server timeouts (nothing to wait on: the point is that time passes).
+	time.Sleep(2500 * time.Millisecond)
+	eventually(t, 5*time.Second, "the endpoint answers", func() bool {
+		st, _, _ := get(t, w.httpsClient(), "https://late.edgeplane.app/late")
+		return st == 200
+	})
+	deadline := time.After(eventuallyFloor)
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatal("the live view ended before the entry arrived: a server timeout cut it")
+			}
+			if strings.Contains(e, `"path":"/late"`) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the entry never reached the live view")
+		}
 	}
 }
