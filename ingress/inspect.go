@@ -142,10 +142,11 @@ func (x *exchange) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// Flush passes a flush on (server-sent events, streamed answers).
-func (x *exchange) Flush() {
-	_ = http.NewResponseController(x.w).Flush()
-}
+// FlushError passes a flush on (server-sent events, streamed answers).
+func (x *exchange) FlushError() error { return http.NewResponseController(x.w).Flush() }
+
+// Flush is FlushError for callers that use http.Flusher.
+func (x *exchange) Flush() { _ = x.FlushError() }
 
 // Hijack passes the connection on to an upgrade (websockets), and records that it happened:
 // the agent's answer is then written on the raw connection, past the exchange.
