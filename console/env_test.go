@@ -36,7 +36,13 @@ const replica = "rep_test"
 
 func newEnv(t *testing.T, configure ...func(*Config)) *env {
 	t.Helper()
-	st, err := store.Open(context.Background(), testdb.Fresh(t, testdb.Engine()))
+	return newEnvOn(t, testdb.Fresh(t, testdb.Engine()), configure...)
+}
+
+// newEnvOn is newEnv on the database dsn.
+func newEnvOn(t *testing.T, dsn string, configure ...func(*Config)) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

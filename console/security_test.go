@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/inspect"
+	"github.com/edgeplane/edgeplane/internal/testdb"
 )
 
 // concrete fills a route's wildcards.
@@ -410,5 +411,42 @@ func TestReplayRefusesMalformedRequests(t *testing.T) {
 	r := b.post(path(entry), url.Values{"mode": {"recorded"}})
 	if r.StatusCode != http.StatusOK || !strings.Contains(r.body, "public listener this request came through is off") {
 		t.Errorf("replay with the listener off: %d\n%.2000s", r.StatusCode, r.body)
+	}
+}
+
+// A key that cannot be checked (the database unreachable) is neither accepted nor refused: pages
+// and data calls answer 503 and the session survives, so it works again once the database is
+// back. PostgreSQL behind a TCP proxy that goes down, as the API's outage tests do.
+func TestUnreachableDatabaseIs503(t *testing.T) {
+	dsn := testdb.Postgres(t)
+	proxy := testdb.NewProxy(t, testdb.Target(dsn))
+	e := newEnvOn(t, proxy.Redirect(dsn))
+	a := e.account("a")
+	b := e.browser()
+	b.signin(a.token)
+	proxy.Down()
+	if r := b.get(Prefix + "traffic"); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("page: %d, want 503", r.StatusCode)
+	}
+	if r := b.get(Prefix + "api/traffic"); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("data call: %d, want 503\n%s", r.StatusCode, r.body)
+	}
+	other := e.browser()
+	page := other.get(Prefix + "signin")
+	r := other.do("POST", Prefix+"signin", url.Values{"csrf": {csrfOf(t, page.body)}, "token": {a.token}}, nil)
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("sign-in while the database is down: %d, want 503", r.StatusCode)
+	}
+	proxy.Up()
+	eventuallyOK(t, func() bool { return b.get(Prefix+"traffic").StatusCode == http.StatusOK })
+}
+
+// eventuallyOK polls cond until it holds, failing after 20 s.
+func eventuallyOK(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition never held")
+		}
 	}
 }

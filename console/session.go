@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -117,7 +118,7 @@ func (h *Handler) session(r *http.Request) (*session, error) {
 	if s == nil {
 		return nil, errNoSession
 	}
-	caller, err := h.cfg.Auth.Authenticate(r.Context(), s.token)
+	caller, err := h.authenticate(r.Context(), s.token)
 	if err != nil {
 		if !isUnavailable(err) {
 			h.sessions.remove(s.id) // the key was deleted or its owner deactivated
@@ -127,6 +128,20 @@ func (h *Handler) session(r *http.Request) (*session, error) {
 	s.caller = caller
 	netx.TrustContext(r.Context()) // the connection belongs to a key holder, as after an API request
 	return s, nil
+}
+
+// authTimeout bounds checking a key, as an API request's deadline bounds its own check: a
+// database that does not answer is a prompt 503, not a page that hangs.
+const authTimeout = 10 * time.Second
+
+func (h *Handler) authenticate(ctx context.Context, token string) (ep.Caller, error) {
+	ctx, cancel := context.WithTimeout(ctx, authTimeout)
+	defer cancel()
+	caller, err := h.cfg.Auth.Authenticate(ctx, token)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, errNoSession) {
+		return caller, &ep.Error{Status: http.StatusServiceUnavailable, Msg: "The key could not be checked in time."}
+	}
+	return caller, err
 }
 
 func (h *Handler) cookieName() string {
@@ -223,7 +238,7 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.renderSignin(w, r, http.StatusUnauthorized, "Enter an API key's token.")
 		return
 	}
-	caller, err := h.cfg.Auth.Authenticate(r.Context(), token)
+	caller, err := h.authenticate(r.Context(), token)
 	if err != nil {
 		status, msg := errorStatus(err)
 		if status == http.StatusInternalServerError {

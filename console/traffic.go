@@ -296,7 +296,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, s *session) err
 			return nil
 		case <-ping.C:
 			if time.Since(lastCheck) >= sessionCheckInterval {
-				if _, err := h.cfg.Auth.Authenticate(r.Context(), s.token); err != nil && !isUnavailable(err) {
+				if _, err := h.authenticate(r.Context(), s.token); err != nil && !isUnavailable(err) {
 					h.sessions.remove(s.id)
 					send("signedout", "{}")
 					return nil
