@@ -56,11 +56,12 @@ var ErrTooManySubscribers = errors.New("inspect: too many live views of this acc
 // concurrent use; Record is called on the data plane's path, once per finished request or
 // connection, and takes one account's lock.
 type Recorder struct {
-	cfg      Config
-	seq      atomic.Uint64
-	total    atomic.Int64
-	mu       sync.RWMutex
-	rings    map[string]*ring
+	cfg   Config
+	seq   atomic.Uint64
+	total atomic.Int64
+	// rings holds each account's *ring; read on every request, written once per account, which
+	// is what sync.Map is made for (its reads take no lock).
+	rings    sync.Map
 	trimming sync.Mutex
 }
 
@@ -89,7 +90,7 @@ func NewRecorder(cfg Config) *Recorder {
 		cfg.TotalBytes = DefaultTotalBytes
 	}
 	cfg.TotalBytes = max(cfg.TotalBytes, cfg.AccountBytes)
-	return &Recorder{cfg: cfg, rings: map[string]*ring{}}
+	return &Recorder{cfg: cfg}
 }
 
 // Config returns the recorder's bounds, defaults applied.
@@ -103,19 +104,14 @@ func (r *Recorder) Bytes() int64 { return r.total.Load() }
 
 // ring returns the account's ring, making it when create is set (nil otherwise).
 func (r *Recorder) ring(account string, create bool) *ring {
-	r.mu.RLock()
-	rg := r.rings[account]
-	r.mu.RUnlock()
-	if rg != nil || !create {
-		return rg
+	if v, ok := r.rings.Load(account); ok {
+		return v.(*ring)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rg = r.rings[account]; rg == nil {
-		rg = &ring{}
-		r.rings[account] = rg
+	if !create {
+		return nil
 	}
-	return rg
+	v, _ := r.rings.LoadOrStore(account, &ring{})
+	return v.(*ring)
 }
 
 // Bodies reports whether the account asked to keep bodies.
@@ -215,15 +211,14 @@ func (r *Recorder) trim() {
 
 // largest returns the ring using the most memory, or nil when every ring is empty.
 func (r *Recorder) largest() *ring {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
 	var best *ring
 	var most int64
-	for _, rg := range r.rings {
-		if b := rg.bytes.Load(); b > most {
-			best, most = rg, b
+	r.rings.Range(func(_, v any) bool {
+		if rg := v.(*ring); rg.bytes.Load() > most {
+			best, most = rg, rg.bytes.Load()
 		}
-	}
+		return true
+	})
 	return best
 }
 

@@ -47,6 +47,7 @@ type trafficConfig struct {
 	profile        string
 	extra          bool // the http endpoint, TCP edge and modules rows, and new connections per second
 	inspector      bool // the traffic inspector's cost: the HTTPS edge of an edgeplane recording nothing
+	pairs          int  // back-to-back pairs per concurrency of the modules' and the inspector's costs
 }
 
 // trafficRunner holds one run of the traffic benchmark.
@@ -92,6 +93,7 @@ func trafficBench(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory (database and logs)")
 	fs.BoolVar(&cfg.extra, "extra", true, "also measure a plain http endpoint bind, a TCP edge (and new connections per second through it) and an HTTPS edge route with three modules")
+	fs.IntVar(&cfg.pairs, "pairs", backToBackPairs, "back-to-back pairs per concurrency measuring the modules' and the inspector's cost (more pairs give a steadier median on a busy machine)")
 	fs.BoolVar(&cfg.inspector, "inspector", true, "also measure the traffic inspector's cost: the HTTPS edge of a second edgeplane started with --inspect-entries 0, in back-to-back pairs with the first")
 	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +114,9 @@ func trafficBench(ctx context.Context, args []string) error {
 	}
 	if cfg.rounds < 1 || cfg.rounds > 50 {
 		return errors.New("-rounds must be from 1 to 50")
+	}
+	if cfg.pairs < 1 || cfg.pairs > 100 {
+		return errors.New("-pairs must be from 1 to 100")
 	}
 	work, cleanup, err := workDir("edgeplane-traffic-", cfg.keep)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 )
 
 // backToBackPairs is how many back-to-back pairs of rounds measure a feature's cost at each
-// concurrency (the three modules, the traffic inspector): one path without the feature and one
-// with it. The main rounds rotate through every path, so they measure the two some ten seconds
+// concurrency (the three modules, the traffic inspector) by default (-pairs): one path without
+// the feature and one with it. The main rounds rotate through every path, so they measure the two some ten seconds
 // apart, and on a machine shared with other work the load drifts by more than the cost in that
 // time: their paired ratio swung by ±10–20% between runs. Back to back, alternating which goes
 // first, the drift between the two halves of a pair is a few seconds' at most and evens out over
@@ -23,7 +23,7 @@ const backToBackPairs = 10
 func (b *trafficRunner) measurePairs(ctx context.Context, what string, base, with *trafficPath, cpu map[int][][2]time.Duration) (map[int][]float64, error) {
 	costs := map[int][]float64{}
 	for _, c := range b.cfg.conc {
-		for i := range backToBackPairs {
+		for i := range b.cfg.pairs {
 			pair := [2]*trafficPath{base, with}
 			if i%2 == 1 {
 				pair = [2]*trafficPath{with, base}
