@@ -118,14 +118,12 @@ type Header []Field
 // CopyHeader copies h, replacing the values of Redacted headers as it goes: a secret is never
 // kept, not even for the length of a request. It is the listeners' one copy of each header.
 func CopyHeader(h http.Header) Header {
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	if n == 0 {
+	if len(h) == 0 {
 		return nil
 	}
-	out := make(Header, 0, n)
+	// One pass over the map (iterating it is most of the cost): room for one value a name, which
+	// is what almost every header has; a name with several grows the list.
+	out := make(Header, 0, len(h))
 	for k, vs := range h {
 		secret := Redacted(k)
 		for _, v := range vs {

@@ -151,7 +151,8 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "The inspector's row: `%s` is a second edgeplane started with `--inspect-entries 0` (the public\n", pathEdgeNoInspector)
 		fmt.Fprintf(&w, "listeners record nothing), with its own agent and the same HTTPS edge to the same upstream; `%s`, the run's\n", pathEdge)
 		fmt.Fprintf(&w, "edgeplane with the inspector on as deployed (every request recorded, headers cloned and redacted, its ring of\n")
-		fmt.Fprintf(&w, "1000 entries full), is measured against it in %d back-to-back pairs per concurrency.\n\n", b.cfg.pairs)
+		fmt.Fprintf(&w, "1000 entries full), is measured against it in %d back-to-back pairs per concurrency, then in as many rounds driving\n", b.cfg.pairs)
+		fmt.Fprintf(&w, "both at once (each with its own clients), which see the machine's other work alike; the target is judged on those.\n\n")
 	}
 	writeNotes(&w, b.notes)
 	return w.String()
