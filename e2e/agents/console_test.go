@@ -25,7 +25,7 @@ import (
 // for their account only, with what took them, their sizes and their error codes; captured
 // secrets are never shown; bodies are kept only once the account asks.
 func TestConsoleRecordsEveryKindOfTraffic(t *testing.T) {
-	w := start(t, "--tcp-port-range", "24100-24199", "--tcp-addr-host", "127.0.0.1")
+	w := start(t, "--tcp-port-range", "25000-25099", "--tcp-addr-host", "127.0.0.1")
 	_, token := w.credential()
 	w.reserveDomain("edge-a.example.com")
 	sess := w.mustConnect(token)
