@@ -80,8 +80,8 @@ func summarize(e *inspect.Entry) summary {
 // target names what took the traffic: the endpoint, or the edge (and route).
 func target(e *inspect.Entry) string {
 	switch {
-	case e.Endpoint != "":
-		return e.Endpoint
+	case e.EndpointProto != "":
+		return e.EndpointURL()
 	case e.Route != "":
 		return e.Edge + " › " + e.Route
 	}
@@ -226,8 +226,9 @@ func (h *Handler) entryJSON(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	writeJSON(w, http.StatusOK, struct {
 		*inspect.Entry
+		Endpoint   string  `json:"endpoint,omitempty"`
 		DurationMS float64 `json:"duration_ms"`
-	}{e, e.DurationMS()})
+	}{e, e.EndpointURL(), e.DurationMS()})
 	return nil
 }
 

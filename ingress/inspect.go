@@ -83,13 +83,14 @@ func (x *exchange) at(account string) {
 	x.bodies = x.rec.Bodies(account)
 }
 
-// atEndpoint records that an agent's endpoint took the request.
-func (x *exchange) atEndpoint(ep Endpoint, proto, host string) {
+// atEndpoint records that an agent's endpoint of proto took the request (its host is the
+// request's).
+func (x *exchange) atEndpoint(ep Endpoint, proto string) {
 	if x == nil {
 		return
 	}
 	x.at(ep.AccountID())
-	x.entry.Endpoint = proto + "://" + host
+	x.entry.EndpointProto = proto
 }
 
 // atEdge records the edge (and, once routed, the route) that took the request.
@@ -200,7 +201,7 @@ func (s *Server) traceConn(kind string, c net.Conn, host string) *connTrace {
 // atEndpoint records the endpoint that took the connection.
 func (t *connTrace) atEndpoint(ep Endpoint, proto string) {
 	if t != nil {
-		t.entry.Account, t.entry.Endpoint = ep.AccountID(), proto+"://"+t.entry.Host
+		t.entry.Account, t.entry.EndpointProto = ep.AccountID(), proto
 	}
 }
 

@@ -103,7 +103,7 @@ func TestRecordingRequests(t *testing.T) {
 	}
 	e := w.newest(t, "/a?q=1")
 	if e.Status != 202 || e.Method != "POST" || e.Kind != "http" || e.Host != "app.example.com" || e.BytesIn != int64(len(body)) ||
-		e.BytesOut != int64(len(got)) || e.Endpoint != "http://app.example.com" || e.Replica != "rep_test" || e.Duration <= 0 {
+		e.BytesOut != int64(len(got)) || e.EndpointURL() != "http://app.example.com" || e.Replica != "rep_test" || e.Duration <= 0 {
 		t.Fatalf("entry: %+v", e)
 	}
 	for _, h := range []inspect.Header{e.RequestHeader, e.ResponseHeader} {

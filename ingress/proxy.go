@@ -131,7 +131,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *e
 	if ep == nil && proto == "http" {
 		if e, hep := p.s.httpsRoute(host); e != nil || hep != nil {
 			if hep != nil {
-				x.atEndpoint(hep, "https", host)
+				x.atEndpoint(hep, "https")
 			} else {
 				x.atEdge(e.Account, e.ID, "")
 			}
@@ -144,7 +144,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *e
 		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
-	x.atEndpoint(ep, proto, host)
+	x.atEndpoint(ep, proto)
 	release, ok := p.claim(w, r, ep.AccountID())
 	if !ok {
 		return

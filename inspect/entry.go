@@ -50,9 +50,10 @@ type Entry struct {
 	// and to it.
 	BytesIn  int64 `json:"bytes_in"`
 	BytesOut int64 `json:"bytes_out"`
-	// Endpoint is the URL of the agent's endpoint that took the traffic (https://app.example.com,
-	// tcp://host:port).
-	Endpoint string `json:"endpoint,omitempty"`
+	// EndpointProto is the protocol of the agent's endpoint that took the traffic (https for
+	// https://app.example.com), "" when an edge took it; EndpointURL is the endpoint. A constant
+	// string, where the URL would be a new one for every request.
+	EndpointProto string `json:"endpoint_proto,omitempty"`
 	// Edge, Route and Backend name the edge's objects that took it: the backend is the one
 	// chosen, a tunnel group, static address or HTTP response inside any failover or weighted.
 	Edge    string `json:"edge,omitempty"`
@@ -80,6 +81,14 @@ type Entry struct {
 	size int64
 }
 
+// EndpointURL is the URL of the endpoint that took the traffic, or "" when an edge did.
+func (e *Entry) EndpointURL() string {
+	if e.EndpointProto == "" {
+		return ""
+	}
+	return e.EndpointProto + "://" + e.Host
+}
+
 // DurationMS is the entry's duration in milliseconds, for the console.
 func (e *Entry) DurationMS() float64 { return float64(e.Duration.Microseconds()) / 1000 }
 
@@ -98,7 +107,7 @@ const entryOverhead = 512
 // slice it holds, and each header value's slice and map slot.
 func (e *Entry) measure() int64 {
 	n := entryOverhead + len(e.Replica) + len(e.Account) + len(e.Kind) + len(e.Client) + len(e.Host) +
-		len(e.Method) + len(e.Path) + len(e.Proto) + len(e.Endpoint) + len(e.Edge) +
+		len(e.Method) + len(e.Path) + len(e.Proto) + len(e.Edge) +
 		len(e.Route) + len(e.Backend) + len(e.ErrorCode) + len(e.Note) + cap(e.RequestBody) + cap(e.ResponseBody)
 	n += headerSize(e.RequestHeader) + headerSize(e.ResponseHeader)
 	return int64(n)

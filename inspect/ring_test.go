@@ -15,7 +15,7 @@ import (
 func request(account, path string, header http.Header) *Entry {
 	return &Entry{Account: account, Time: time.Now(), Kind: KindHTTPS, Client: "203.0.113.7:41000", Host: "app.example.com",
 		Method: "GET", Path: path, Proto: "HTTP/1.1", Status: 200, RequestHeader: CopyHeader(header),
-		ResponseHeader: Header{{"Content-Type", "text/plain"}}, Endpoint: "https://app.example.com"}
+		ResponseHeader: Header{{"Content-Type", "text/plain"}}, EndpointProto: "https"}
 }
 
 func TestRingKeepsTheNewestEntriesOfEachAccount(t *testing.T) {
