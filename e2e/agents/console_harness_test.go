@@ -170,7 +170,7 @@ func (cc *consoleClient) waitFor(what string, match func(inspected) bool) inspec
 // createKey makes an API key of another account with the binary, as an operator does.
 func (w *world) createKey(account string) string {
 	w.t.Helper()
-	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", account)
+	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", account, "--create-account")
 	cmd.Env = testproc.CleanEnv(w.env...)
 	out, err := cmd.Output()
 	if err != nil {
