@@ -7,14 +7,11 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
 // Helpers of the console's tests: a signed-in console client, the inspector's entries as its
@@ -165,18 +162,6 @@ func (cc *consoleClient) waitFor(what string, match func(inspected) bool) inspec
 		return false
 	})
 	return found
-}
-
-// createKey makes an API key of another account with the binary, as an operator does.
-func (w *world) createKey(account string) string {
-	w.t.Helper()
-	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", account, "--create-account")
-	cmd.Env = testproc.CleanEnv(w.env...)
-	out, err := cmd.Output()
-	if err != nil {
-		w.t.Fatalf("apikey create: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // echoConns answers every connection of l with "echo:" and what it read up to its end.

@@ -57,11 +57,9 @@ func TestConsoleRecordsEveryKindOfTraffic(t *testing.T) {
 	tcpEdge := w.mustCreate("/edges/tcp", map[string]any{"hostports": []string{addr.Addr}, "backend": map[string]any{"backend_id": group}})
 
 	// Account B, with an endpoint of its own.
-	tokenB := w.createKey("team-b")
+	accountB := w.asAccount("team-b")
 	var credB struct{ Token string }
-	w2 := *w
-	w2.token = tokenB
-	if st := w2.call("POST", "/credentials", map[string]any{}, &credB); st != 201 {
+	if st := accountB.call("POST", "/credentials", map[string]any{}, &credB); st != 201 {
 		t.Fatalf("B's credential: %d", st)
 	}
 	sessB := w.mustConnect(credB.Token)
@@ -211,7 +209,7 @@ func TestConsoleRecordsEveryKindOfTraffic(t *testing.T) {
 	}
 
 	// What account B's console shows: its own request, nothing of A's.
-	b := w.console(tokenB)
+	b := w.console(accountB.token)
 	b.waitFor("B's own request", func(e inspected) bool { return e.Path == "/b-only" })
 	entriesB, _ := b.traffic()
 	for _, e := range entriesB {
