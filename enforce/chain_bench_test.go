@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // body64 is the traffic benchmark upstream's answer: below compression's minimum size.
@@ -19,8 +21,11 @@ func (d *discardWriter) WriteHeader(int)             {}
 // BenchmarkChain is the module chain in front of a route or an endpoint's final handler, built
 // once as the plan builds it, on an admitted request: no modules, ip_restriction (ten allow and
 // ten deny rules, the client matching the last allow rule), basic_auth (cleartext credential),
-// both, and the traffic benchmark's three modules (ip_restriction, request_headers adding one
-// header, compression with a browser's Accept-Encoding and a 64-byte answer), alone and together.
+// both, the traffic benchmark's three modules (ip_restriction, request_headers adding one
+// header, compression with a browser's Accept-Encoding and a 64-byte answer), alone and together,
+// and a traffic_policy of the actions a policy most often holds (benchPolicy): the reference
+// that policies' new actions and variables are measured against, since a policy that does not
+// use them must not pay for them.
 func BenchmarkChain(b *testing.B) {
 	var allow, deny []string
 	for i := range 10 {
@@ -40,6 +45,14 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	parsed, err := trafficpolicy.Parse(benchPolicy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	policy, err := NewTrafficPolicy(parsed)
+	if err != nil {
+		b.Fatal(err)
+	}
 	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		_, _ = w.Write(body64)
@@ -56,6 +69,7 @@ func BenchmarkChain(b *testing.B) {
 		{"request_headers", &Chain{HTTP: []Stage{headers}}},
 		{"compression", &Chain{HTTP: []Stage{NewCompression()}}},
 		{"ip_restriction+request_headers+compression", &Chain{Conn: []ConnStage{ip}, HTTP: []Stage{headers, NewCompression()}}},
+		{"traffic_policy", &Chain{HTTP: []Stage{policy}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			h := tc.chain.Handler(final)
@@ -74,6 +88,21 @@ func BenchmarkChain(b *testing.B) {
 		})
 	}
 }
+
+// benchPolicy is a traffic policy of the actions edgeplane applied before the policy's variables
+// and the actions with state (set-vars, log, circuit-breaker, …) came: a refusal by method, a
+// header removed when present, a header added with interpolation, and a response rule.
+const benchPolicy = `
+on_http_request:
+  - expressions: ["req.method == 'DELETE'"]
+    actions: [{type: deny}]
+  - expressions: ["'x-debug' in req.headers"]
+    actions: [{type: remove-headers, config: {headers: [x-debug]}}]
+  - actions: [{type: add-headers, config: {headers: {x-client: "${conn.client_ip} ${req.url.path}"}}}]
+on_http_response:
+  - expressions: ["res.status_code >= 500"]
+    actions: [{type: custom-response, config: {status_code: 503, body: unavailable}}]
+`
 
 // BenchmarkCompress is the compression module on a 16 KiB compressible page, once per coding a
 // client may be given (br, gzip, deflate, compress) and with none (the client accepts no coding): the
