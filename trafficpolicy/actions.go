@@ -38,7 +38,7 @@ var actionPhases = map[string][]string{
 	"restrict-ips":               {OnTCPConnect, OnHTTPRequest, OnHTTPResponse},
 	"saml":                       {OnHTTPRequest},
 	"set-vars":                   {OnTCPConnect, OnHTTPRequest, OnHTTPResponse},
-	"sse-find-replace":           {OnHTTPResponse},
+	"sse-find-replace":           {OnEventStreamMessage},
 	"terminate-tls":              {OnTCPConnect},
 	"url-rewrite":                {OnHTTPRequest},
 	"verify-webhook":             {OnHTTPRequest},

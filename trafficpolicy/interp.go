@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
 )
 
 // Template is a configuration value with CEL interpolation, as ngrok documents it: literal text
@@ -13,6 +14,8 @@ import (
 type Template struct {
 	raw   string
 	parts []templatePart
+	// unavailable is what the expressions read that edgeplane cannot fill (unavailableIn).
+	unavailable []string
 }
 
 // templatePart is literal text, or an expression when prg is set.
@@ -48,6 +51,7 @@ func CompileTemplate(phase, s string) (*Template, error) {
 		if err != nil {
 			return nil, fmt.Errorf("${%s}: %v", expr, err)
 		}
+		t.unavailable = append(t.unavailable, unavailableIn(ast)...)
 		t.parts = append(t.parts, templatePart{prg: prg})
 		rest = rest[i+2+end+1:]
 	}
@@ -110,7 +114,7 @@ func (t *Template) Render(vars map[string]any) (string, error) {
 			b.WriteString(p.lit)
 			continue
 		}
-		out, _, err := p.prg.Eval(vars)
+		out, _, err := p.prg.Eval(activation(vars))
 		if err != nil {
 			return "", err
 		}
@@ -128,4 +132,24 @@ func (t *Template) Render(vars map[string]any) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// Value evaluates the template as set-vars reads its values: one that is exactly one
+// interpolation (${vars.list}) keeps the expression's type, as a native value (a list, a map, a
+// number); any other is rendered as a string.
+func (t *Template) Value(vars map[string]any) (any, error) {
+	if len(t.parts) != 1 || t.parts[0].prg == nil {
+		return t.Render(vars)
+	}
+	out, _, err := t.parts[0].prg.Eval(activation(vars))
+	if err != nil {
+		return nil, err
+	}
+	return nativeValue(out), nil
+}
+
+// nativeValue is a CEL value as plain Go data (strings, numbers, bools, nil, []any,
+// map[string]any), the form the policy's own variables keep.
+func nativeValue(v ref.Val) any {
+	return toJSON(v)
 }

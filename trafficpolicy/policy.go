@@ -1,5 +1,5 @@
 // Package trafficpolicy reads ngrok traffic policy documents: the phases on_tcp_connect,
-// on_http_request and on_http_response, each a list of rules whose CEL expressions decide
+// on_http_request, on_http_response and on_event_stream_message, each a list of rules whose CEL expressions decide
 // whether the rule's actions run. Parse checks a document the way ngrok's API does (unknown
 // phases, keys and action types, actions in a phase that does not support them, expressions that
 // do not compile, and the configuration of the actions edgeplane applies) and compiles every
@@ -23,6 +23,9 @@ const (
 	OnTCPConnect   = "on_tcp_connect"
 	OnHTTPRequest  = "on_http_request"
 	OnHTTPResponse = "on_http_response"
+	// OnEventStreamMessage runs on each message of a server-sent event stream (a response of
+	// type text/event-stream), as it passes: sse-find-replace's phase.
+	OnEventStreamMessage = "on_event_stream_message"
 )
 
 // Policy is a parsed document: the rules of each phase, in order, with their expressions
@@ -31,6 +34,21 @@ type Policy struct {
 	OnTCPConnect   []*Rule
 	OnHTTPRequest  []*Rule
 	OnHTTPResponse []*Rule
+	// OnEventStreamMessage are the rules run on each message of an event stream.
+	OnEventStreamMessage []*Rule
+	// unavailable is what the document reads that edgeplane cannot fill, each "path: name: why".
+	unavailable []string
+}
+
+// Unavailable returns an error naming the first variable or function the document reads that
+// edgeplane cannot fill (a geolocation, ngrok's secrets vaults, …), or nil. The API accepts such
+// a document, as ngrok does; the data plane's stages refuse it, so that the policy fails closed
+// rather than run as if the value were empty.
+func (p *Policy) Unavailable() error {
+	if len(p.unavailable) == 0 {
+		return nil
+	}
+	return errors.New(p.unavailable[0])
 }
 
 // Rule is one rule of a phase: its actions run, in order, when every expression is true (a rule
@@ -86,8 +104,10 @@ func Parse(doc string) (*Policy, error) {
 			into = &p.OnHTTPRequest
 		case OnHTTPResponse:
 			into = &p.OnHTTPResponse
+		case OnEventStreamMessage:
+			into = &p.OnEventStreamMessage
 		default:
-			return nil, errorf(phase, "%q is not a traffic policy phase (on_tcp_connect, on_http_request, on_http_response)", phase)
+			return nil, errorf(phase, "%q is not a traffic policy phase (on_tcp_connect, on_http_request, on_http_response, on_event_stream_message)", phase)
 		}
 		if raw[phase] == nil {
 			continue
@@ -97,7 +117,7 @@ func Parse(doc string) (*Policy, error) {
 			return nil, errorf(phase, "must be a list of rules")
 		}
 		for i, r := range list {
-			rule, err := parseRule(phase, fmt.Sprintf("%s[%d]", phase, i), r)
+			rule, err := parseRule(phase, fmt.Sprintf("%s[%d]", phase, i), r, &p.unavailable)
 			if err != nil {
 				return nil, err
 			}
@@ -125,7 +145,7 @@ func decode(doc string) (map[string]any, error) {
 	return m, nil
 }
 
-func parseRule(phase, path string, v any) (*Rule, error) {
+func parseRule(phase, path string, v any, unavailable *[]string) (*Rule, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, errorf(path, "a rule must be a mapping with expressions and actions")
@@ -157,7 +177,7 @@ func parseRule(phase, path string, v any) (*Rule, error) {
 				return nil, errorf(path+".actions", "must be a list of actions")
 			}
 			for i, a := range list {
-				act, err := parseAction(phase, fmt.Sprintf("%s.actions[%d]", path, i), a)
+				act, err := parseAction(phase, fmt.Sprintf("%s.actions[%d]", path, i), a, unavailable)
 				if err != nil {
 					return nil, err
 				}
@@ -172,16 +192,19 @@ func parseRule(phase, path string, v any) (*Rule, error) {
 	}
 	env := envFor(phase)
 	for i, e := range r.Expressions {
-		prg, err := compile(env, e)
+		prg, missing, err := compile(env, e)
 		if err != nil {
 			return nil, errorf(fmt.Sprintf("%s.expressions[%d]", path, i), "%v", err)
+		}
+		for _, m := range missing {
+			*unavailable = append(*unavailable, fmt.Sprintf("%s.expressions[%d]: %s", path, i, m))
 		}
 		r.programs = append(r.programs, prg)
 	}
 	return r, nil
 }
 
-func parseAction(phase, path string, v any) (*Action, error) {
+func parseAction(phase, path string, v any, unavailable *[]string) (*Action, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, errorf(path, "an action must be a mapping with a type and its config")
@@ -222,7 +245,7 @@ func parseAction(phase, path string, v any) (*Action, error) {
 		if _, err := impl(a); err != nil {
 			return nil, err
 		}
-		if err := checkTemplates(phase, a.Path+".config", a.Config); err != nil {
+		if err := checkTemplates(phase, a.Path+".config", a.Config, unavailable); err != nil {
 			return nil, err
 		}
 	}
@@ -231,23 +254,27 @@ func parseAction(phase, path string, v any) (*Action, error) {
 
 // checkTemplates compiles the CEL interpolations (${…}) of every string of an action's
 // configuration, so that one that does not compile is refused with the document.
-func checkTemplates(phase, path string, v any) error {
+func checkTemplates(phase, path string, v any, unavailable *[]string) error {
 	switch v := v.(type) {
 	case string:
 		if strings.Contains(v, "${") {
-			if _, err := CompileTemplate(phase, v); err != nil {
+			t, err := CompileTemplate(phase, v)
+			if err != nil {
 				return errorf(path, "%v", err)
+			}
+			for _, m := range t.unavailable {
+				*unavailable = append(*unavailable, path+": "+m)
 			}
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if err := checkTemplates(phase, path+"."+k, v[k]); err != nil {
+			if err := checkTemplates(phase, path+"."+k, v[k], unavailable); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if err := checkTemplates(phase, fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+			if err := checkTemplates(phase, fmt.Sprintf("%s[%d]", path, i), e, unavailable); err != nil {
 				return err
 			}
 		}
@@ -256,11 +283,11 @@ func checkTemplates(phase, path string, v any) error {
 }
 
 // Match reports whether every expression of the rule is true for the variables vars (built
-// with RequestVars, and ResponseVars in the response phase). An expression that fails to
-// evaluate (a missing map key, the cost limit) is an error, never a silent false or true.
+// with ConnVars, RequestVars, and ResponseVars in the response phase). An expression that fails
+// to evaluate (a missing map key, the cost limit) is an error, never a silent false or true.
 func (r *Rule) Match(vars map[string]any) (bool, error) {
 	for i, prg := range r.programs {
-		out, _, err := prg.Eval(vars)
+		out, _, err := prg.Eval(activation(vars))
 		if err != nil {
 			return false, fmt.Errorf("%s.expressions[%d]: %v", r.Path, i, err)
 		}
@@ -277,7 +304,7 @@ func (r *Rule) Match(vars map[string]any) (bool, error) {
 
 // Rules returns every rule of the document, phase by phase.
 func (p *Policy) Rules() []*Rule {
-	return slices.Concat(p.OnTCPConnect, p.OnHTTPRequest, p.OnHTTPResponse)
+	return slices.Concat(p.OnTCPConnect, p.OnHTTPRequest, p.OnHTTPResponse, p.OnEventStreamMessage)
 }
 
 // errNotBool is what compile reports for an expression whose type is not bool.

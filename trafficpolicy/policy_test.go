@@ -121,8 +121,10 @@ func TestMatch(t *testing.T) {
 		t.Error("a POST matched req.method == 'GET'")
 	}
 	rv := ResponseVars(vars, 503, http.Header{"Server": {"x"}})
-	if rv["res.status_code"] != int64(503) || rv["res.headers"].(map[string][]string)["server"][0] != "x" {
-		t.Errorf("response vars: %v", rv)
+	status, _ := Lookup(rv, "res.status_code")
+	headers, _ := Lookup(rv, "res.headers")
+	if status != int64(503) || headers.(map[string][]string)["server"][0] != "x" {
+		t.Errorf("response vars: %v %v", status, headers)
 	}
 }
 

@@ -1,0 +1,182 @@
+package trafficpolicy
+
+import (
+	"crypto/tls"
+	"net/http"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/interpreter"
+)
+
+// The variables of a phase are kept in a map (what ConnVars, RequestVars and ResponseVars
+// return, and what Match and Render take) holding the sources they are read from (the
+// connection's addresses, the request, the response's status and headers, the endpoint) under
+// a key no expression can name. Each variable is computed from them the first time an
+// expression reads it, and kept in the map: a policy pays for the variables it reads, not for
+// the ones ngrok defines. Beside them the map holds the policy's own state, which is not derived
+// from traffic: the variables set-vars defines (vars) and the results of actions (actions).
+
+// srcKey is where a variables map keeps its sources.
+const srcKey = "\x00src"
+
+// Endpoint is what the endpoint.* variables read: the agent endpoint or edge the traffic came
+// to. Account is not a variable; it names whose policy runs (in log records).
+type Endpoint struct {
+	ID, URL, Protocol, Host string
+	Port                    int
+	Account                 string
+	// Route is the edge route's id, when the policy is a route's.
+	Route string
+}
+
+// sources are what a phase's variables are computed from.
+type sources struct {
+	client, server string
+	connStart      time.Time
+	req            *http.Request
+	scheme         string
+	received       time.Time
+	status         int
+	resHeader      http.Header
+	endpoint       *Endpoint
+	tls            *tls.ConnectionState
+}
+
+// variable is one variable ngrok defines: its CEL type, where it exists and how it is computed.
+type variable struct {
+	typ   *cel.Type
+	scope scope
+	get   func(s *sources) any
+	// unavailable says why edgeplane cannot fill the variable; an expression reading it fails
+	// its policy closed when the stage is built (see Policy.Unavailable).
+	unavailable string
+}
+
+// scope is the phases a variable exists in.
+type scope int
+
+const (
+	inConn     scope = iota // every phase
+	inRequest               // on_http_request and after
+	inResponse              // on_http_response and on_event_stream_message
+)
+
+// variables is every variable edgeplane declares, by name; vars_*.go fill it.
+var variables = map[string]variable{}
+
+func declare(scope scope, typ *cel.Type, vars map[string]func(s *sources) any) {
+	for name, get := range vars {
+		if _, dup := variables[name]; dup {
+			panic("trafficpolicy: variable " + name + " declared twice")
+		}
+		variables[name] = variable{typ: typ, scope: scope, get: get}
+	}
+}
+
+// declareUnavailable declares variables ngrok defines that edgeplane cannot fill, each with why.
+func declareUnavailable(scope scope, why string, vars map[string]*cel.Type) {
+	for name, typ := range vars {
+		variables[name] = variable{typ: typ, scope: scope, unavailable: why}
+	}
+}
+
+// activation is a variables map as CEL reads it: a name the map holds is answered from it, any
+// other variable is computed from the map's sources and kept. The conversion allocates nothing.
+type activation map[string]any
+
+// ResolveName answers a variable by its qualified name.
+func (a activation) ResolveName(name string) (any, bool) {
+	if v, ok := a[name]; ok {
+		return v, true
+	}
+	switch name {
+	case "vars":
+		return map[string]any{}, true
+	case "actions":
+		return map[string]any{"ngrok": map[string]any{}}, true
+	}
+	v, ok := variables[name]
+	if !ok {
+		return nil, false
+	}
+	src, _ := a[srcKey].(*sources)
+	if src == nil || v.get == nil {
+		if v.unavailable != "" {
+			return types.NewErr("%s: %s", name, v.unavailable), true
+		}
+		return nil, false
+	}
+	val := v.get(src)
+	a[name] = val
+	return val, true
+}
+
+// Parent is nil: the map is the whole activation.
+func (activation) Parent() interpreter.Activation { return nil }
+
+// Lookup returns the value of a variable in vars as an expression would read it.
+func Lookup(vars map[string]any, name string) (any, bool) {
+	return activation(vars).ResolveName(name)
+}
+
+// sourcesOf returns the sources of vars, adding them when it has none.
+func sourcesOf(vars map[string]any) *sources {
+	if s, ok := vars[srcKey].(*sources); ok {
+		return s
+	}
+	s := &sources{}
+	vars[srcKey] = s
+	return s
+}
+
+// ConnVars are the variables of a connection from client to server (host:port strings).
+func ConnVars(client, server string) map[string]any {
+	vars := make(map[string]any, 8)
+	vars[srcKey] = &sources{client: client, server: server}
+	return vars
+}
+
+// SetConnStart gives the connection variables the time the connection was accepted
+// (conn.ts.start); without it, the time the variable is first read.
+func SetConnStart(vars map[string]any, t time.Time) { sourcesOf(vars).connStart = t }
+
+// SetEndpoint gives the endpoint.* variables their endpoint.
+func SetEndpoint(vars map[string]any, e *Endpoint) { sourcesOf(vars).endpoint = e }
+
+// RequestVars adds a request's variables to the connection's (vars is changed and returned).
+// scheme is the public scheme (https on edges), the host the request's Host.
+func RequestVars(vars map[string]any, r *http.Request, scheme string) map[string]any {
+	s := sourcesOf(vars)
+	s.req, s.scheme, s.received = r, scheme, time.Now()
+	if s.client == "" {
+		s.client = r.RemoteAddr
+	}
+	s.tls = r.TLS
+	return vars
+}
+
+// ResponseVars adds a response's variables (its status and headers as the upstream wrote them).
+func ResponseVars(vars map[string]any, status int, h http.Header) map[string]any {
+	s := sourcesOf(vars)
+	s.status, s.resHeader = status, h
+	return vars
+}
+
+// declarations are the cel.Variable options of a phase's environment.
+func declarations(phase string) []cel.EnvOption {
+	var opts []cel.EnvOption
+	for name, v := range variables {
+		switch {
+		case v.scope == inRequest && phase == OnTCPConnect:
+			continue
+		case v.scope == inResponse && (phase == OnTCPConnect || phase == OnHTTPRequest):
+			continue
+		}
+		opts = append(opts, cel.Variable(name, v.typ))
+	}
+	return append(opts,
+		cel.Variable("vars", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("actions", cel.MapType(cel.StringType, cel.DynType)))
+}
