@@ -84,16 +84,15 @@ func envFor(phase string) *cel.Env {
 }
 
 // compile type-checks an expression, which must be a bool, and plans its evaluation with the
-// cost limit. It also returns what the expression reads that edgeplane cannot fill
-// (unavailableIn).
-func compile(env *cel.Env, expr string) (cel.Program, []string, error) {
+// cost limit. It also returns what the expression reads (inspect).
+func compile(env *cel.Env, expr string) (cel.Program, refs, error) {
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, nil, iss.Err()
+		return nil, refs{}, iss.Err()
 	}
 	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
-		return nil, nil, errNotBool
+		return nil, refs{}, errNotBool
 	}
 	prg, err := env.Program(ast, cel.CostLimit(CostLimit))
-	return prg, unavailableIn(ast), err
+	return prg, inspect(ast), err
 }

@@ -14,8 +14,8 @@ import (
 type Template struct {
 	raw   string
 	parts []templatePart
-	// unavailable is what the expressions read that edgeplane cannot fill (unavailableIn).
-	unavailable []string
+	// refs is what the expressions read (inspect).
+	refs refs
 }
 
 // templatePart is literal text, or an expression when prg is set.
@@ -51,7 +51,9 @@ func CompileTemplate(phase, s string) (*Template, error) {
 		if err != nil {
 			return nil, fmt.Errorf("${%s}: %v", expr, err)
 		}
-		t.unavailable = append(t.unavailable, unavailableIn(ast)...)
+		r := inspect(ast)
+		t.refs.unavailable = append(t.refs.unavailable, r.unavailable...)
+		t.refs.roots = append(t.refs.roots, r.roots...)
 		t.parts = append(t.parts, templatePart{prg: prg})
 		rest = rest[i+2+end+1:]
 	}

@@ -327,18 +327,29 @@ func randInt(lo, hi int64) ref.Val {
 	return types.Int(lo + n.Int64())
 }
 
-// unavailableIn returns the variables and functions of a checked expression that edgeplane
-// cannot fill (variable.unavailable, secrets.get), each with why.
-func unavailableIn(a *cel.Ast) []string {
-	var out []string
-	for _, r := range a.NativeRep().ReferenceMap() {
-		if v, ok := variables[r.Name]; ok && v.unavailable != "" {
-			out = append(out, r.Name+": "+v.unavailable)
+// refs is what a checked expression reads: the variables and functions edgeplane cannot fill
+// (variable.unavailable, secrets.get), each with why, and the first part of the name of every
+// variable it reads (req, vars, actions, …).
+type refs struct {
+	unavailable, roots []string
+}
+
+// inspect finds the refs of a checked expression.
+func inspect(a *cel.Ast) refs {
+	var r refs
+	for _, ref := range a.NativeRep().ReferenceMap() {
+		if v, ok := variables[ref.Name]; ok && v.unavailable != "" {
+			r.unavailable = append(r.unavailable, ref.Name+": "+v.unavailable)
 		}
-		if slices.Contains(r.OverloadIDs, secretsOverload) {
-			out = append(out, "secrets.get: "+noVaults)
+		if slices.Contains(ref.OverloadIDs, secretsOverload) {
+			r.unavailable = append(r.unavailable, "secrets.get: "+noVaults)
+		}
+		if ref.Name != "" {
+			root, _, _ := strings.Cut(ref.Name, ".")
+			r.roots = append(r.roots, root)
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	slices.Sort(r.unavailable)
+	r.unavailable = slices.Compact(r.unavailable)
+	return r
 }

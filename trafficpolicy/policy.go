@@ -38,6 +38,21 @@ type Policy struct {
 	OnEventStreamMessage []*Rule
 	// unavailable is what the document reads that edgeplane cannot fill, each "path: name: why".
 	unavailable []string
+	// reads are the top-level names of the variables the document reads (vars, actions, req…).
+	reads map[string]bool
+}
+
+// note records what an expression or interpolation at path reads.
+func (p *Policy) note(path string, r refs) {
+	for _, m := range r.unavailable {
+		p.unavailable = append(p.unavailable, path+": "+m)
+	}
+	for _, root := range r.roots {
+		if p.reads == nil {
+			p.reads = map[string]bool{}
+		}
+		p.reads[root] = true
+	}
 }
 
 // Unavailable returns an error naming the first variable or function the document reads that
@@ -117,7 +132,7 @@ func Parse(doc string) (*Policy, error) {
 			return nil, errorf(phase, "must be a list of rules")
 		}
 		for i, r := range list {
-			rule, err := parseRule(phase, fmt.Sprintf("%s[%d]", phase, i), r, &p.unavailable)
+			rule, err := parseRule(phase, fmt.Sprintf("%s[%d]", phase, i), r, p)
 			if err != nil {
 				return nil, err
 			}
@@ -145,7 +160,7 @@ func decode(doc string) (map[string]any, error) {
 	return m, nil
 }
 
-func parseRule(phase, path string, v any, unavailable *[]string) (*Rule, error) {
+func parseRule(phase, path string, v any, p *Policy) (*Rule, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, errorf(path, "a rule must be a mapping with expressions and actions")
@@ -177,7 +192,7 @@ func parseRule(phase, path string, v any, unavailable *[]string) (*Rule, error) 
 				return nil, errorf(path+".actions", "must be a list of actions")
 			}
 			for i, a := range list {
-				act, err := parseAction(phase, fmt.Sprintf("%s.actions[%d]", path, i), a, unavailable)
+				act, err := parseAction(phase, fmt.Sprintf("%s.actions[%d]", path, i), a, p)
 				if err != nil {
 					return nil, err
 				}
@@ -192,19 +207,17 @@ func parseRule(phase, path string, v any, unavailable *[]string) (*Rule, error) 
 	}
 	env := envFor(phase)
 	for i, e := range r.Expressions {
-		prg, missing, err := compile(env, e)
+		prg, refs, err := compile(env, e)
 		if err != nil {
 			return nil, errorf(fmt.Sprintf("%s.expressions[%d]", path, i), "%v", err)
 		}
-		for _, m := range missing {
-			*unavailable = append(*unavailable, fmt.Sprintf("%s.expressions[%d]: %s", path, i, m))
-		}
+		p.note(fmt.Sprintf("%s.expressions[%d]", path, i), refs)
 		r.programs = append(r.programs, prg)
 	}
 	return r, nil
 }
 
-func parseAction(phase, path string, v any, unavailable *[]string) (*Action, error) {
+func parseAction(phase, path string, v any, p *Policy) (*Action, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, errorf(path, "an action must be a mapping with a type and its config")
@@ -245,7 +258,7 @@ func parseAction(phase, path string, v any, unavailable *[]string) (*Action, err
 		if _, err := impl(a); err != nil {
 			return nil, err
 		}
-		if err := checkTemplates(phase, a.Path+".config", a.Config, unavailable); err != nil {
+		if err := checkTemplates(phase, a.Path+".config", a.Config, p); err != nil {
 			return nil, err
 		}
 	}
@@ -254,7 +267,7 @@ func parseAction(phase, path string, v any, unavailable *[]string) (*Action, err
 
 // checkTemplates compiles the CEL interpolations (${…}) of every string of an action's
 // configuration, so that one that does not compile is refused with the document.
-func checkTemplates(phase, path string, v any, unavailable *[]string) error {
+func checkTemplates(phase, path string, v any, p *Policy) error {
 	switch v := v.(type) {
 	case string:
 		if strings.Contains(v, "${") {
@@ -262,19 +275,17 @@ func checkTemplates(phase, path string, v any, unavailable *[]string) error {
 			if err != nil {
 				return errorf(path, "%v", err)
 			}
-			for _, m := range t.unavailable {
-				*unavailable = append(*unavailable, path+": "+m)
-			}
+			p.note(path, t.refs)
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if err := checkTemplates(phase, path+"."+k, v[k], unavailable); err != nil {
+			if err := checkTemplates(phase, path+"."+k, v[k], p); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for i, e := range v {
-			if err := checkTemplates(phase, fmt.Sprintf("%s[%d]", path, i), e, unavailable); err != nil {
+			if err := checkTemplates(phase, fmt.Sprintf("%s[%d]", path, i), e, p); err != nil {
 				return err
 			}
 		}
