@@ -38,11 +38,19 @@ func init() {
 			}
 			return tls.CipherSuiteName(s.tls.CipherSuite)
 		},
-		"conn.tls.negotiated_alpn": func(s *sources) any { return tlsField(s, func(t *tls.ConnectionState) string { return t.NegotiatedProtocol }) },
-		"conn.tls.sni":             func(s *sources) any { return tlsField(s, func(t *tls.ConnectionState) string { return t.ServerName }) },
-		"conn.tls.version":         func(s *sources) any { return tlsField(s, func(t *tls.ConnectionState) string { return tls.VersionName(t.Version) }) },
-		"conn.tls.client.issuer":   func(s *sources) any { return certField(s, func(c *x509.Certificate) string { return c.Issuer.String() }) },
-		"conn.tls.client.subject":  func(s *sources) any { return certField(s, func(c *x509.Certificate) string { return c.Subject.String() }) },
+		"conn.tls.negotiated_alpn": func(s *sources) any {
+			return tlsField(s, func(t *tls.ConnectionState) string { return t.NegotiatedProtocol })
+		},
+		"conn.tls.sni": func(s *sources) any { return tlsField(s, func(t *tls.ConnectionState) string { return t.ServerName }) },
+		"conn.tls.version": func(s *sources) any {
+			return tlsField(s, func(t *tls.ConnectionState) string { return tls.VersionName(t.Version) })
+		},
+		"conn.tls.client.issuer": func(s *sources) any {
+			return certField(s, func(c *x509.Certificate) string { return c.Issuer.String() })
+		},
+		"conn.tls.client.subject": func(s *sources) any {
+			return certField(s, func(c *x509.Certificate) string { return c.Subject.String() })
+		},
 		"conn.tls.client.issuer.common_name": func(s *sources) any {
 			return certField(s, func(c *x509.Certificate) string { return c.Issuer.CommonName })
 		},
@@ -115,8 +123,10 @@ func init() {
 		"street_address": func(n pkix.Name) []string { return n.StreetAddress },
 	}
 	lists := map[string]func(*sources) any{
-		"conn.tls.client.san.dns_names":       func(s *sources) any { return certList(s, func(c *x509.Certificate) []string { return c.DNSNames }) },
-		"conn.tls.client.san.email_addresses": func(s *sources) any { return certList(s, func(c *x509.Certificate) []string { return c.EmailAddresses }) },
+		"conn.tls.client.san.dns_names": func(s *sources) any { return certList(s, func(c *x509.Certificate) []string { return c.DNSNames }) },
+		"conn.tls.client.san.email_addresses": func(s *sources) any {
+			return certList(s, func(c *x509.Certificate) []string { return c.EmailAddresses })
+		},
 		"conn.tls.client.san.ip_addresses": func(s *sources) any {
 			return certList(s, func(c *x509.Certificate) []string {
 				var out []string
