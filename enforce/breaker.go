@@ -81,11 +81,17 @@ func NewBreaker(cfg BreakerConfig) (*Breaker, error) {
 	if cfg.Buckets > maxBreakerBuckets {
 		return nil, errors.New("the number of buckets must be from 1 to 128, got " + strconv.Itoa(cfg.Buckets))
 	}
+	return newBreaker(cfg), nil
+}
+
+// newBreaker builds a breaker of a complete configuration, taken as given (a traffic policy's
+// circuit-breaker may ask for a threshold of 0, which trips on volume alone).
+func newBreaker(cfg BreakerConfig) *Breaker {
 	width := cfg.Window / time.Duration(cfg.Buckets)
 	if width <= 0 {
 		width = 1
 	}
-	return &Breaker{cfg: cfg, width: width, now: time.Now, ring: make([]breakerBucket, cfg.Buckets)}, nil
+	return &Breaker{cfg: cfg, width: width, now: time.Now, ring: make([]breakerBucket, cfg.Buckets)}
 }
 
 // Config returns the configuration in force, defaults filled in.

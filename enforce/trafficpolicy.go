@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -34,10 +35,19 @@ import (
 type TrafficPolicy struct {
 	conn              *ConnPolicy
 	request, response []policyRule
-	opts              PolicyOptions
-	// writer is set when an on_http_request action acts on the response (compress-response):
-	// every request then gets a policyWriter, as it does when on_http_response has rules.
+	// events are the rules of on_event_stream_message, run on each message of an event stream.
+	events []eventRule
+	opts   PolicyOptions
+	// writer is set when an on_http_request action acts on the response (compress-response,
+	// circuit-breaker, response-body-find-replace): every request then gets a policyWriter, as
+	// it does when on_http_response has rules.
 	writer bool
+	// results is set when some expression or interpolation reads actions.*: only then do
+	// actions record their results.
+	results bool
+	// accept is the Accept-Encoding the upstream is asked for ("identity" when a response
+	// body is rewritten, so that it comes uncompressed); "" leaves the client's.
+	accept string
 }
 
 // PolicyOptions is what a traffic policy's actions need beyond the document.
@@ -52,6 +62,16 @@ type PolicyOptions struct {
 	// The plan keeps limiters across its rebuilds this way, so a route's counts survive them;
 	// nil makes a new limiter with each stage (an agent bind's live as long as the bind).
 	Limiter func(key string, make func() *RateLimiter) *RateLimiter
+	// Breaker returns the breaker of a circuit-breaker action the same way, so a route's
+	// window and tripped state survive rebuilds; nil makes a new breaker with each stage.
+	Breaker func(key string, make func() *Breaker) *Breaker
+	// Endpoint is what the endpoint.* variables read and whose account and endpoint log
+	// records name. A stage built before its bind's endpoint is known gets a pointer filled in
+	// before the bind takes traffic.
+	Endpoint *trafficpolicy.Endpoint
+	// Log receives the log action's records, bounded per account; without it a policy with a
+	// log action is refused when the stage is built.
+	Log *PolicyLog
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to
@@ -74,9 +94,12 @@ func NewTrafficPolicy(p *trafficpolicy.Policy) (*TrafficPolicy, error) {
 // NewTrafficPolicyWith makes the stage of a parsed document with what its actions need beyond
 // it; an error names the first part of it edgeplane does not apply.
 func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPolicy, error) {
-	tp := &TrafficPolicy{opts: o}
+	if err := p.Unavailable(); err != nil {
+		return nil, err
+	}
+	tp := &TrafficPolicy{opts: o, results: p.Reads("actions")}
 	if len(p.OnTCPConnect) > 0 {
-		cp, err := newConnPolicy(p.OnTCPConnect)
+		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +127,10 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 		}
 		tp.response = append(tp.response, pr)
 	}
-	forgetConfigs(p.OnHTTPRequest, p.OnHTTPResponse)
+	if err := tp.buildEvents(p.OnEventStreamMessage); err != nil {
+		return nil, err
+	}
+	forgetConfigs(p.OnHTTPRequest, p.OnHTTPResponse, p.OnEventStreamMessage)
 	return tp, nil
 }
 
@@ -135,31 +161,48 @@ func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 				server = a.String()
 			}
-			if !tp.conn.allow(r.RemoteAddr, server) {
-				panic(http.ErrAbortHandler) // the server closes the connection (HTTP/2: resets the stream)
+			start := time.Now()
+			if c := connOf(r); c != nil {
+				start = c.Start
+			}
+			if !tp.conn.allow(r.RemoteAddr, server, start) {
+				closeConnection(r) // HTTP/2: the whole connection, not only the stream
 			}
 		}
-		if len(tp.response) == 0 && !tp.writer {
+		if tp.accept != "" {
+			r = withOwnHeader(r)
+			r.Header.Set("Accept-Encoding", tp.accept)
+		}
+		if len(tp.response) == 0 && !tp.writer && len(tp.events) == 0 {
 			tp.serve(w, r, next)
 			return
 		}
 		pw := &policyWriter{ResponseWriter: w, tp: tp, req: r}
-		if len(tp.response) > 0 {
+		if len(tp.response) > 0 || len(tp.events) > 0 {
 			pw.vars = tp.vars(r)
 		}
+		finished := false
+		defer func() {
+			if !finished {
+				pw.settle(false) // a handler that panicked (an aborted proxy) counts as a failure
+			}
+		}()
 		tp.serve(pw, r, next)
 		// Not deferred: a handler that panics (a proxied body cut off) must not get a
 		// well-formed compression trailer that would make the truncated body look complete.
 		pw.finish()
+		finished = true
+		pw.settle(true)
 	})
 }
 
 // serve runs the request phase's rules, then next unless an action answered.
 func (tp *TrafficPolicy) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	var vars map[string]any
+	var vars, carried map[string]any
 	getVars := func() map[string]any {
 		if vars == nil {
 			vars = tp.vars(r)
+			trafficpolicy.CarryState(carried, vars, true)
 		}
 		return vars
 	}
@@ -179,7 +222,13 @@ func (tp *TrafficPolicy) serve(w http.ResponseWriter, r *http.Request, next http
 				return
 			}
 		}
-		vars = nil // actions may have changed the request: evaluate later rules on the new one
+		// Actions may have changed the request: later rules see the new one, with the state.
+		if vars != nil {
+			carried, vars = vars, nil
+		}
+	}
+	if pw, ok := w.(*policyWriter); ok && pw.vars != nil {
+		trafficpolicy.CarryState(carried, pw.vars, false) // action results reach the response phase
 	}
 	next.ServeHTTP(w, r)
 }
@@ -190,7 +239,14 @@ func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return trafficpolicy.RequestVars(trafficpolicy.ConnVars(r.RemoteAddr, ""), r, scheme)
+	vars := trafficpolicy.RequestVars(trafficpolicy.ConnVars(r.RemoteAddr, ""), r, scheme)
+	if tp.opts.Endpoint != nil {
+		trafficpolicy.SetEndpoint(vars, tp.opts.Endpoint)
+	}
+	if c := connOf(r); c != nil {
+		trafficpolicy.SetConnStart(vars, c.Start)
+	}
+	return vars
 }
 
 // policyFailed answers a request whose policy could not be evaluated.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -16,41 +17,80 @@ import (
 // closes it when its CIDRs do not admit the client (enforce: false only reports). A connection
 // no rule closes is carried.
 //
-// NewConnPolicy refuses a document with rules in the HTTP phases (ngrok's TLS and TCP endpoints
-// have none) or with any other action, so the edge fails closed (and the bind is refused) naming
-// what it cannot apply. An expression that fails to evaluate closes the connection.
+// close-connection closes the connection as deny does; set-vars sets variables for the later
+// rules of the phase; log writes a record to the data plane's policy log. NewConnPolicy refuses
+// a document with rules in the HTTP phases (ngrok's TLS and TCP endpoints have none) or with any
+// other action, so the edge fails closed (and the bind is refused) naming what it cannot apply.
+// An expression or action that fails to evaluate closes the connection.
 type ConnPolicy struct {
 	rules []connRule
+	opts  PolicyOptions
 }
 
-// connRule is an on_tcp_connect rule with its actions made ready: each reports whether the
-// connection may go on.
+// connRule is an on_tcp_connect rule with its actions made ready.
 type connRule struct {
 	rule    *trafficpolicy.Rule
-	actions []func(client netip.Addr) bool
+	actions []connFunc
 }
 
-// NewConnPolicy makes the connection stage of a parsed document; an error names the first part
-// of it edgeplane does not apply on TLS and TCP edges and binds.
+// connFunc is an action of on_tcp_connect made ready: it reports whether the connection may go
+// on; an error closes it too.
+type connFunc func(vars map[string]any, client netip.Addr) (bool, error)
+
+// connBuilder makes an action of on_tcp_connect ready from its decoded configuration.
+type connBuilder func(a *trafficpolicy.Action, cfg any, o PolicyOptions, results bool) (connFunc, error)
+
+// connActions are the actions edgeplane applies in on_tcp_connect, one entry per type,
+// registered from this file or the action's own; a type without one fails the build, naming it.
+var connActions = map[string]connBuilder{}
+
+func registerConnAction(typ string, f connBuilder) {
+	if _, dup := connActions[typ]; dup {
+		panic("enforce: connection action " + typ + " registered twice")
+	}
+	connActions[typ] = f
+}
+
+// NewConnPolicy makes the connection stage of a parsed document with no options (see
+// NewConnPolicyWith).
 func NewConnPolicy(p *trafficpolicy.Policy) (*ConnPolicy, error) {
+	return NewConnPolicyWith(p, PolicyOptions{})
+}
+
+// NewConnPolicyWith makes the connection stage of a parsed document with what its actions need
+// beyond it (the policy log, the endpoint); an error names the first part of it edgeplane does
+// not apply on TLS and TCP edges and binds.
+func NewConnPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*ConnPolicy, error) {
 	for _, ph := range []struct {
 		name  string
 		rules []*trafficpolicy.Rule
-	}{{trafficpolicy.OnHTTPRequest, p.OnHTTPRequest}, {trafficpolicy.OnHTTPResponse, p.OnHTTPResponse}} {
+	}{{trafficpolicy.OnHTTPRequest, p.OnHTTPRequest}, {trafficpolicy.OnHTTPResponse, p.OnHTTPResponse},
+		{trafficpolicy.OnEventStreamMessage, p.OnEventStreamMessage}} {
 		if len(ph.rules) > 0 {
 			return nil, fmt.Errorf("%s does not apply to TLS and TCP endpoints and edges (only on_tcp_connect does)", ph.name)
 		}
 	}
-	return newConnPolicy(p.OnTCPConnect)
+	if err := p.Unavailable(); err != nil {
+		return nil, err
+	}
+	return newConnPolicy(p.OnTCPConnect, o, p.Reads("actions"))
 }
 
 // newConnPolicy makes the on_tcp_connect rules ready to run.
-func newConnPolicy(rules []*trafficpolicy.Rule) (*ConnPolicy, error) {
-	cp := &ConnPolicy{}
+func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (*ConnPolicy, error) {
+	cp := &ConnPolicy{opts: o}
 	for _, r := range rules {
 		cr := connRule{rule: r}
 		for _, a := range r.Actions {
-			f, err := connAction(a)
+			build, ok := connActions[a.Type]
+			if !ok || !trafficpolicy.Implemented(a.Type) {
+				return nil, notApplied(a, trafficpolicy.OnTCPConnect)
+			}
+			cfg, err := a.Decode()
+			if err != nil {
+				return nil, err
+			}
+			f, err := build(a, cfg, o, results)
 			if err != nil {
 				return nil, err
 			}
@@ -62,19 +102,15 @@ func newConnPolicy(rules []*trafficpolicy.Rule) (*ConnPolicy, error) {
 	return cp, nil
 }
 
-// connAction makes an action of on_tcp_connect ready to run.
-func connAction(a *trafficpolicy.Action) (func(netip.Addr) bool, error) {
-	if a.Type != "deny" && a.Type != "restrict-ips" {
-		return nil, notApplied(a, trafficpolicy.OnTCPConnect)
-	}
-	cfg, err := a.Decode()
-	if err != nil {
-		return nil, err
-	}
-	switch c := cfg.(type) {
-	case *trafficpolicy.DenyConfig:
-		return func(netip.Addr) bool { return false }, nil
-	case *trafficpolicy.RestrictIPsConfig:
+func init() {
+	registerConnAction("deny", func(*trafficpolicy.Action, any, PolicyOptions, bool) (connFunc, error) {
+		return func(map[string]any, netip.Addr) (bool, error) { return false, nil }, nil
+	})
+	registerConnAction("close-connection", func(*trafficpolicy.Action, any, PolicyOptions, bool) (connFunc, error) {
+		return func(map[string]any, netip.Addr) (bool, error) { return false, nil }, nil
+	})
+	registerConnAction("restrict-ips", func(a *trafficpolicy.Action, cfg any, _ PolicyOptions, _ bool) (connFunc, error) {
+		c := cfg.(*trafficpolicy.RestrictIPsConfig)
 		if len(c.IPPolicies) > 0 {
 			return nil, fmt.Errorf("%s: ip_policies in the restrict-ips action are not applied yet", a.Path)
 		}
@@ -83,25 +119,43 @@ func connAction(a *trafficpolicy.Action) (func(netip.Addr) bool, error) {
 			return nil, fmt.Errorf("%s: %v", a.Path, err)
 		}
 		if c.Enforce != nil && !*c.Enforce {
-			return func(netip.Addr) bool { return true }, nil
+			return func(map[string]any, netip.Addr) (bool, error) { return true, nil }, nil
 		}
-		return f.AllowConn, nil
-	}
-	return nil, notApplied(a, trafficpolicy.OnTCPConnect)
+		return func(_ map[string]any, client netip.Addr) (bool, error) { return f.AllowConn(client), nil }, nil
+	})
+	registerConnAction("set-vars", func(a *trafficpolicy.Action, cfg any, _ PolicyOptions, _ bool) (connFunc, error) {
+		set, err := compileSetVars(a, cfg.(*trafficpolicy.SetVarsConfig))
+		if err != nil {
+			return nil, err
+		}
+		return func(vars map[string]any, _ netip.Addr) (bool, error) { return true, set(vars) }, nil
+	})
+	registerConnAction("log", func(a *trafficpolicy.Action, cfg any, o PolicyOptions, results bool) (connFunc, error) {
+		rec, err := compileLog(a, cfg.(*trafficpolicy.LogConfig), o, results)
+		if err != nil {
+			return nil, err
+		}
+		return func(vars map[string]any, _ netip.Addr) (bool, error) { return true, rec(vars) }, nil
+	})
 }
 
-// Allow runs the phase on a connection from client to server (the listener's address). A nil
-// policy allows every connection.
+// Allow runs the phase on a connection from client to server (the listener's address), just
+// accepted. A nil policy allows every connection.
 func (cp *ConnPolicy) Allow(client, server net.Addr) bool {
 	if cp == nil || len(cp.rules) == 0 {
 		return true
 	}
-	return cp.allow(client.String(), server.String())
+	return cp.allow(client.String(), server.String(), time.Now())
 }
 
-// allow runs the phase on the addresses as host:port strings.
-func (cp *ConnPolicy) allow(client, server string) bool {
+// allow runs the phase on the addresses as host:port strings, for a connection accepted at
+// start.
+func (cp *ConnPolicy) allow(client, server string, start time.Time) bool {
 	vars := trafficpolicy.ConnVars(client, server)
+	trafficpolicy.SetConnStart(vars, start)
+	if cp.opts.Endpoint != nil {
+		trafficpolicy.SetEndpoint(vars, cp.opts.Endpoint)
+	}
 	addr, _ := netip.ParseAddrPort(client)
 	for _, cr := range cp.rules {
 		ok, err := cr.rule.Match(vars)
@@ -112,7 +166,7 @@ func (cp *ConnPolicy) allow(client, server string) bool {
 			continue
 		}
 		for _, act := range cr.actions {
-			if !act(addr.Addr().Unmap()) {
+			if ok, err := act(vars, addr.Addr().Unmap()); !ok || err != nil {
 				return false
 			}
 		}

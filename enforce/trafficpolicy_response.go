@@ -74,8 +74,10 @@ func init() {
 	})
 }
 
-// policyWriter runs the response phase when the final status is written, and compresses the
-// response when a compress-response action asked for it (in either phase).
+// policyWriter runs the response phase when the final status is written, compresses the
+// response when a compress-response action asked for it (in either phase), rewrites its body
+// (response-body-find-replace) or its event stream's messages (on_event_stream_message), and
+// tells the actions that wait for the outcome (circuit-breaker) how the request ended.
 type policyWriter struct {
 	http.ResponseWriter
 	tp      *TrafficPolicy
@@ -83,10 +85,17 @@ type policyWriter struct {
 	req     *http.Request
 	done    bool
 	discard bool
+	status  int
 	// codings is what compress-response allows (nil: no compression); cw compresses once the
 	// final status is written.
 	codings []string
 	cw      *compressWriter
+	// body buffers the response for response-body-find-replace; the status is written when
+	// it is complete (finish). events rewrites an event stream's messages as they pass.
+	body   *bodyRewriter
+	events *eventRewriter
+	// outcomes are told the final status once the request ends (settle).
+	outcomes []func(status int, finished bool)
 }
 
 // WriteHeader runs the response phase on the final status (once), then writes it; an
@@ -96,16 +105,15 @@ func (w *policyWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
-	w.done = true
+	w.done, w.status = true, code
 	vars := w.vars
-	if len(w.tp.response) > 0 {
+	if len(w.tp.response) > 0 || len(w.tp.events) > 0 {
 		vars = trafficpolicy.ResponseVars(w.vars, code, w.Header())
 	}
 	for _, pr := range w.tp.response {
 		ok, err := pr.rule.Match(vars)
 		if err != nil {
-			w.discard = true // the upstream's body is not the answer any more
-			policyFailed(w.ResponseWriter, err)
+			w.fail(err)
 			return
 		}
 		if !ok {
@@ -114,8 +122,7 @@ func (w *policyWriter) WriteHeader(code int) {
 		for _, act := range pr.response {
 			answered, err := act(w, vars)
 			if err != nil {
-				w.discard = true
-				policyFailed(w.ResponseWriter, fmt.Errorf("%s: %v", pr.rule.Path, err))
+				w.fail(fmt.Errorf("%s: %v", pr.rule.Path, err))
 				return
 			}
 			if answered { // deny or custom-response: the upstream's answer is replaced
@@ -124,6 +131,25 @@ func (w *policyWriter) WriteHeader(code int) {
 			}
 		}
 	}
+	if len(w.tp.events) > 0 && isEventStream(w.Header()) {
+		w.events = &eventRewriter{w: w, vars: vars}
+	}
+	if w.body != nil {
+		return // written with the rewritten body, in finish
+	}
+	w.writeHead(code)
+}
+
+// fail answers 503 for a response phase that could not be evaluated, dropping the upstream's
+// answer.
+func (w *policyWriter) fail(err error) {
+	w.discard, w.body, w.events = true, nil, nil
+	w.status = http.StatusServiceUnavailable
+	policyFailed(w.ResponseWriter, err)
+}
+
+// writeHead writes the status, through the compressor when compress-response asked for one.
+func (w *policyWriter) writeHead(code int) {
 	if w.codings != nil {
 		coding := ""
 		if w.req.Method != http.MethodHead {
@@ -144,18 +170,32 @@ func (w *policyWriter) Write(b []byte) (int, error) {
 	switch {
 	case w.discard:
 		return len(b), nil
-	case w.cw != nil:
+	case w.body != nil:
+		return w.body.Write(b)
+	case w.events != nil:
+		return w.events.Write(b)
+	}
+	return w.out(b)
+}
+
+// out writes to the client, compressed when the response is.
+func (w *policyWriter) out(b []byte) (int, error) {
+	if w.cw != nil {
 		return w.cw.Write(b)
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-// FlushError sends what was written so far, for streaming responses.
+// FlushError sends what was written so far, for streaming responses; a buffered body is not
+// sent before it is complete.
 func (w *policyWriter) FlushError() error {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.cw != nil {
+	switch {
+	case w.body != nil, w.discard && w.status == 0:
+		return nil
+	case w.cw != nil:
 		return w.cw.FlushError()
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
@@ -167,9 +207,29 @@ func (w *policyWriter) Flush() { _ = w.FlushError() }
 // Unwrap gives http.ResponseController the writer underneath.
 func (w *policyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// finish ends the compressed body (its trailer), when there is one.
+// finish writes a buffered body, rewritten, and ends the compressed body (its trailer).
 func (w *policyWriter) finish() {
+	if w.body != nil {
+		w.body.finish()
+	}
+	if w.events != nil {
+		w.events.finish()
+	}
 	if w.cw != nil {
 		w.cw.finish()
 	}
+}
+
+// settle tells the actions waiting for the outcome how the request ended: its final status
+// (200 when the handler wrote none), or finished false for a handler that panicked (an aborted
+// proxy).
+func (w *policyWriter) settle(finished bool) {
+	status := w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	for _, f := range w.outcomes {
+		f(status, finished)
+	}
+	w.outcomes = nil
 }

@@ -239,7 +239,7 @@ func TestConnPolicy(t *testing.T) {
 	}
 	for doc, want := range map[string]string{
 		`{"on_http_request":[{"actions":[{"type":"deny"}]}]}`:                                           "on_http_request does not apply",
-		`{"on_tcp_connect":[{"actions":[{"type":"log"}]}]}`:                                             "log action is not applied in on_tcp_connect",
+		`{"on_tcp_connect":[{"actions":[{"type":"log","config":{"metadata":{"a":"b"}}}]}]}`:             "needs the data plane's policy log",
 		`{"on_tcp_connect":[{"actions":[{"type":"restrict-ips","config":{"ip_policies":["ipp_1"]}}]}]}`: "ip_policies",
 	} {
 		if _, err := build(doc); err == nil || !strings.Contains(err.Error(), want) {
