@@ -30,16 +30,16 @@ type proxy struct {
 type ctxKey int
 
 const (
-	connIDKey ctxKey = iota
-	dialKey
+	dialKey ctxKey = iota
 )
 
 var connSeq atomic.Uint64
 
-// connContext gives each public connection a number, part of the key of its agent streams, and
-// records the connection for the limiter (netx.ClaimContext).
+// connContext gives each public connection a number, part of the key of its agent streams,
+// records the connection for the limiter (netx.ClaimContext), and records it and when it was
+// accepted for the traffic policies of its requests (close-connection, conn.ts.start).
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	return netx.ConnContext(context.WithValue(ctx, connIDKey, connSeq.Add(1)), c)
+	return netx.ConnContext(enforce.WithConn(ctx, &enforce.ConnInfo{ID: connSeq.Add(1), Conn: c, Start: time.Now()}), c)
 }
 
 // dialInfo is what the transport needs to open a connection for a request, and the protocol
@@ -184,7 +184,10 @@ func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
 // connection is reused only by the public connection that opened it (its header names that
 // client).
 func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t target) {
-	connID, _ := r.Context().Value(connIDKey).(uint64)
+	var connID uint64
+	if c := enforce.ConnOf(r.Context()); c != nil {
+		connID = c.ID
+	}
 	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto})
 	r = r.WithContext(ctx)
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)

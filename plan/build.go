@@ -65,6 +65,9 @@ type Env struct {
 	// Revocations are the sessions single logout ended, one view per process read from the
 	// store, so that every plan's saml routes refuse them. nil refuses the IdPs' LogoutRequests.
 	Revocations *enforce.Revocations
+	// PolicyLog receives the records of traffic policies' log actions; nil refuses a policy
+	// with a log action (its route or edge fails closed).
+	PolicyLog *enforce.PolicyLog
 }
 
 // BackendKind says what a backend does with a connection.
@@ -187,7 +190,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 	for _, e := range s.TLSEdges {
 		pe := &TLSEdge{Edge: b.edge(e.ID, e.Hostports, ep.TLSEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		b.connPolicy(&pe.Edge, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, "tls", e.Hostports, e.TrafficPolicy)
 		if t := e.TLSTermination; t != nil && t.Enabled && t.TerminateAt == "edge" {
 			pe.Terminate = true
 		}
@@ -197,7 +200,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 	for _, e := range s.TCPEdges {
 		pe := &TCPEdge{Edge: b.edge(e.ID, e.Hostports, ep.TCPEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		b.connPolicy(&pe.Edge, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, "tcp", e.Hostports, e.TrafficPolicy)
 		a.TCP = append(a.TCP, pe)
 	}
 	a.Certs = map[string]*tls.Certificate{}

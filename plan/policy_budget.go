@@ -20,8 +20,8 @@ import (
 // (policyOverBudget).
 
 // policyUse is one compiled stage of an account's plan: a document on TLS or TCP edges (conn)
-// or on routes, shared by every object using it, except a route document with rate limits, which
-// is compiled for its route (as policyStages keys it).
+// or on routes, shared by every object using it, except a document with state or records of its
+// object's own (perRoute), which is compiled for its route or edge (as policyStages keys it).
 type policyUse struct {
 	conn  bool
 	route string
@@ -31,7 +31,7 @@ type policyUse struct {
 // routePolicyUse is the use a route's document makes.
 func routePolicyUse(routeID, doc string) policyUse {
 	u := policyUse{sum: sha256.Sum256([]byte(doc))}
-	if strings.Contains(doc, "rate-limit") {
+	if perRoute(doc) {
 		u.route = routeID
 	}
 	return u
@@ -55,12 +55,12 @@ func refusedPolicies(s *Snapshot) map[policyUse]bool {
 	}
 	for _, e := range s.TLSEdges {
 		if enabled(e.TrafficPolicy) {
-			uses = append(uses, use{e.ID, e.TrafficPolicy.Value, policyUse{conn: true, sum: sha256.Sum256([]byte(e.TrafficPolicy.Value))}})
+			uses = append(uses, use{e.ID, e.TrafficPolicy.Value, connPolicyUse(e.ID, e.TrafficPolicy.Value)})
 		}
 	}
 	for _, e := range s.TCPEdges {
 		if enabled(e.TrafficPolicy) {
-			uses = append(uses, use{e.ID, e.TrafficPolicy.Value, policyUse{conn: true, sum: sha256.Sum256([]byte(e.TrafficPolicy.Value))}})
+			uses = append(uses, use{e.ID, e.TrafficPolicy.Value, connPolicyUse(e.ID, e.TrafficPolicy.Value)})
 		}
 	}
 	// Ids are a prefix and a KSUID, which sorts by the time it was made.

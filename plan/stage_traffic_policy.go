@@ -3,12 +3,15 @@ package plan
 import (
 	"crypto/sha256"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"weak"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // The traffic_policy module of a route becomes an enforce.TrafficPolicy stage: the document is
@@ -27,15 +30,26 @@ func init() {
 			opts.Outbound, k.outbound = s.Env.Outbound, true
 		}
 		use := policyUse{sum: k.sum}
-		// A document that may hold rate limits (a cheap test of its text) has state of its
-		// route's own: its stage serves that route only.
-		if strings.Contains(m.Value, "rate-limit") {
-			if route := routeOf(s, func(r *ep.HTTPSEdgeRoute) bool { return r.TrafficPolicy == m }); route != "" {
+		// A document that may hold state of its route's own (rate limits, a circuit breaker),
+		// records naming its route (log) or read its endpoint (a cheap test of its text) is
+		// built for its route only.
+		if perRoute(m.Value) {
+			if e, route := edgeRouteOf(s, m); route != "" {
 				k.account, k.route, use.route = s.Account, route, route
 				opts.Limiter = func(key string, create func() *enforce.RateLimiter) *enforce.RateLimiter {
 					l, _ := limiters.get(limiterKey{account: s.Account, route: route, action: key},
 						func() (*enforce.RateLimiter, error) { return create(), nil })
 					return l
+				}
+				opts.Breaker = func(key string, create func() *enforce.Breaker) *enforce.Breaker {
+					b, _ := policyBreakers.get(limiterKey{account: s.Account, route: route, action: key},
+						func() (*enforce.Breaker, error) { return create(), nil })
+					return b
+				}
+				opts.Endpoint = edgeEndpoint(s.Account, e.ID, "https", e.Hostports)
+				opts.Endpoint.Route = route
+				if s.Env != nil {
+					opts.Log = s.Env.PolicyLog
 				}
 			}
 		}
@@ -66,24 +80,88 @@ type limiterKey struct {
 	action         string // the action's path in the document and its configuration
 }
 
+// policyBreakers keeps the breakers of routes' circuit-breaker actions across rebuilds, as
+// limiters does for rate limits.
+var policyBreakers = newLiveRegistry[limiterKey, enforce.Breaker]()
+
+// perRoute reports whether a document may hold what makes its stage its route's (or edge's)
+// own: state (rate-limit, circuit-breaker), log records naming it (log), the endpoint.*
+// variables. The test is of the text, so it may say yes for a document without them (say a
+// path with "log" in it): such a document is only compiled once per route instead of once.
+func perRoute(doc string) bool {
+	return strings.Contains(doc, "rate-limit") || strings.Contains(doc, "circuit-breaker") ||
+		strings.Contains(doc, "log") || strings.Contains(doc, "endpoint.")
+}
+
+// edgeRouteOf finds the edge and route whose traffic_policy m is.
+func edgeRouteOf(s *Snapshot, m *ep.EndpointTrafficPolicy) (*ep.HTTPSEdge, string) {
+	for _, e := range s.HTTPSEdges {
+		for _, r := range e.Routes {
+			if r.TrafficPolicy == m {
+				return e, r.ID
+			}
+		}
+	}
+	return nil, ""
+}
+
+// edgeEndpoint is what the endpoint.* variables of an edge's policy read: the edge's id, and
+// the URL of its first hostport that is not a wildcard.
+func edgeEndpoint(account, id, proto string, hostports []string) *trafficpolicy.Endpoint {
+	e := &trafficpolicy.Endpoint{ID: id, Protocol: proto, Account: account}
+	for _, hp := range hostports {
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || strings.Contains(host, "*") {
+			continue
+		}
+		e.Host = host
+		e.Port, _ = strconv.Atoi(port)
+		e.URL = proto + "://" + host
+		if proto == "tcp" {
+			e.URL = "tcp://" + hp
+		}
+		break
+	}
+	return e
+}
+
+// connPolicyUse is the use a TLS or TCP edge's document makes: shared by the account's edges
+// with that document, unless it is built for its edge (perRoute).
+func connPolicyUse(edgeID, doc string) policyUse {
+	u := policyUse{conn: true, sum: sha256.Sum256([]byte(doc))}
+	if perRoute(doc) {
+		u.route = edgeID
+	}
+	return u
+}
+
 // connPolicy builds the on_tcp_connect phase of a TLS or TCP edge's traffic_policy; a document
 // with what edgeplane does not apply there, or over the account's budget, fails the edge closed,
 // naming it.
-func (b *builder) connPolicy(e *Edge, m *ep.EndpointTrafficPolicy) {
+func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.EndpointTrafficPolicy) {
 	if m == nil || !m.Enabled || e.Unenforced != "" {
 		return
 	}
-	sum := sha256.Sum256([]byte(m.Value))
-	if b.s.refusedPolicies[policyUse{conn: true, sum: sum}] {
-		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", policyOverBudget(sum, m.Value))
+	use := connPolicyUse(e.ID, m.Value)
+	if b.s.refusedPolicies[use] {
+		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", policyOverBudget(use.sum, m.Value))
 		return
 	}
-	cp, err := policyStages.conn(policyKey{conn: true, sum: sum}, func() (*enforce.ConnPolicy, error) {
+	k := policyKey{conn: true, sum: use.sum}
+	var opts enforce.PolicyOptions
+	if use.route != "" {
+		k.account, k.route = b.s.Account, e.ID
+		opts.Endpoint = edgeEndpoint(b.s.Account, e.ID, proto, hostports)
+		if b.s.Env != nil {
+			opts.Log = b.s.Env.PolicyLog
+		}
+	}
+	cp, err := policyStages.conn(k, func() (*enforce.ConnPolicy, error) {
 		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
 			return nil, err
 		}
-		return enforce.NewConnPolicy(p)
+		return enforce.NewConnPolicyWith(p, opts)
 	})
 	if err != nil {
 		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", err)

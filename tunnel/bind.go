@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // bindError is a refused bind: the code and the message the agent shows.
@@ -72,6 +73,10 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
 		}
 	}
+	// The policy's endpoint is filled in below, once the name is resolved: before the tunnel is
+	// registered, so before any traffic reads it.
+	endpoint := &trafficpolicy.Endpoint{Account: s.cred.AccountID, Protocol: m.Proto}
+	o.env = bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog}
 	chain, policy, berr := o.chain(m.Proto, m.Opts)
 	if berr != nil {
 		return nil, nil, berr
@@ -99,6 +104,18 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 		}
 	} else if berr := s.resolveName(t, &o); berr != nil {
 		return nil, nil, berr
+	}
+	endpoint.ID, endpoint.URL, endpoint.Host = t.rowID, t.url, t.host
+	switch m.Proto {
+	case "tcp":
+		if host, port, err := net.SplitHostPort(t.addr); err == nil {
+			endpoint.Host = host
+			endpoint.Port, _ = strconv.Atoi(port)
+		}
+	case "http":
+		endpoint.Port = 80
+	default:
+		endpoint.Port = 443
 	}
 	echo, err := echoOpts(m.Opts, t.url)
 	if err != nil {

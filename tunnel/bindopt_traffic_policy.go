@@ -17,25 +17,43 @@ import (
 // its on_tcp_connect rules decide on each public connection before any byte reaches the agent,
 // and a document with HTTP phases is refused naming the phase (ngrok's TCP and TLS endpoints
 // have none).
+//
+// The policy's stage gets the bind's environment: its endpoint (endpoint.* and the log
+// records' account and endpoint), the data plane's policy log (log) and its outbound client
+// (http-request, jwt-validation's key sets, verify-webhook's SNS certificates). Its state
+// (rate limits, a circuit breaker) lives as long as the bind.
 func init() {
-	registerBindStage("traffic_policy", func(raw json.RawMessage) (enforce.Stage, error) {
+	bindPolicyStage = func(raw json.RawMessage, env bindEnv) (enforce.Stage, error) {
 		p, err := bindPolicy(raw)
 		if err != nil {
 			return nil, err
 		}
-		st, err := enforce.NewTrafficPolicy(p)
+		st, err := enforce.NewTrafficPolicyWith(p, env.options())
 		if err != nil {
 			return nil, fmt.Errorf("%v (edgeplane does not apply it to traffic yet)", err)
 		}
 		return st, nil
-	})
-	registerBindConnStage("traffic_policy", func(raw json.RawMessage) (*enforce.ConnPolicy, error) {
+	}
+	bindPolicyConn = func(raw json.RawMessage, env bindEnv) (*enforce.ConnPolicy, error) {
 		p, err := bindPolicy(raw)
 		if err != nil {
 			return nil, err
 		}
-		return enforce.NewConnPolicy(p)
-	})
+		return enforce.NewConnPolicyWith(p, env.options())
+	}
+	registerBindStage("traffic_policy", func(raw json.RawMessage) (enforce.Stage, error) { return bindPolicyStage(raw, bindEnv{}) })
+}
+
+// options are the policy options of the bind's environment; the outbound client is the
+// sign-in options' when the bind has none of its own.
+func (e bindEnv) options() enforce.PolicyOptions {
+	o := enforce.PolicyOptions{Endpoint: e.endpoint, Log: e.log, Outbound: e.outbound}
+	if o.Outbound == nil {
+		if env := signInEnv.Load(); env != nil {
+			o.Outbound = env.Outbound
+		}
+	}
+	return o
 }
 
 // bindPolicy parses the option's document after checking it as the API does.

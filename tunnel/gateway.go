@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -48,6 +49,9 @@ type Config struct {
 	// credentials or reservations changed, and checks their online sessions against the store
 	// (default 500ms): a delete through any replica's API takes them offline within it.
 	CheckInterval time.Duration
+	// PolicyLog receives the records of the log actions of agents' traffic policies; nil
+	// refuses a bind whose policy has one.
+	PolicyLog *enforce.PolicyLog
 }
 
 // Heartbeat and freshness. An agent pings every HeartbeatInterval (10 s by default) and expects

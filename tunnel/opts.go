@@ -3,11 +3,13 @@ package tunnel
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"net/url"
 	"strings"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // bindOpts are the options of a Bind, decoded leniently (Go's decoder ignores the case of field
@@ -31,7 +33,26 @@ type bindOpts struct {
 	}
 
 	MutualTLSAtAgent bool
+
+	// env is what the traffic_policy option's stages need of the bind (not an option).
+	env bindEnv
 }
+
+// bindEnv is what a bind's traffic policy needs beyond its document: the endpoint its
+// endpoint.* variables read and its log records name (filled in once the bind's name is
+// resolved, before it takes traffic), the data plane's policy log and outbound client.
+type bindEnv struct {
+	endpoint *trafficpolicy.Endpoint
+	log      *enforce.PolicyLog
+	outbound *http.Client
+}
+
+// The traffic_policy option's builders, which take the bind's environment; set by
+// bindopt_traffic_policy.go.
+var (
+	bindPolicyStage func(raw json.RawMessage, env bindEnv) (enforce.Stage, error)
+	bindPolicyConn  func(raw json.RawMessage, env bindEnv) (*enforce.ConnPolicy, error)
+)
 
 // present reports whether a raw option was given: absent, null and "" (an unset traffic policy)
 // all mean no.
@@ -145,6 +166,14 @@ func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *en
 		if !ok || !present(v) || tlsModules[mo.module] {
 			continue
 		}
+		if mo.module == "traffic_policy" && !httpProto {
+			cp, err := bindPolicyConn(v, o.env)
+			if err != nil {
+				return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
+			}
+			policy = cp
+			continue
+		}
 		if buildConn, ok := bindConnStages[mo.module]; ok && !httpProto {
 			cp, err := buildConn(v)
 			if err != nil {
@@ -154,7 +183,10 @@ func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *en
 			continue
 		}
 		build, ok := bindStages[mo.module]
-		if !ok {
+		if mo.module == "traffic_policy" {
+			build = func(raw json.RawMessage) (enforce.Stage, error) { return bindPolicyStage(raw, o.env) }
+		}
+		if !ok && build == nil {
 			return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not enforce the %s option on agent endpoints yet; remove it from the endpoint's options (it would not be applied).", mo.module)
 		}
 		st, err := build(v)

@@ -153,6 +153,8 @@ type dataPlane struct {
 	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
 	agent, public *netx.Limiter
 	metrics       dataPlaneMetrics
+	// policyLog takes traffic policies' log records, routes' and agents' alike.
+	policyLog *enforce.PolicyLog
 	// publicIdle is the public HTTP and HTTPS listeners' keep-alive idle timeout.
 	publicIdle time.Duration
 	iso        isolation // what keeps accounts from starving one another (dataplane_limits.go)
@@ -328,7 +330,9 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TCPIdle:       d.iso.tcpIdle,
 		Logger:        log,
 	})
+	d.policyLog = enforce.NewPolicyLog(log)
 	d.gw = tunnel.New(tunnel.Config{
+		PolicyLog: d.policyLog,
 		Store:     st,
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
@@ -359,6 +363,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return err
 	}
 	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
+	env.PolicyLog = d.policyLog
 	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound,
 		OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints})
 	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {

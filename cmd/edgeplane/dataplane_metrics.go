@@ -33,6 +33,9 @@ var (
 	publicErrorsDesc = prometheus.NewDesc("edgeplane_public_errors_total",
 		"Public requests edgeplane answered itself with an ngrok error code, by code: ERR_NGROK_3200 offline endpoint, ERR_NGROK_8012 agent failure, ERR_NGROK_6515 no tunnel or backend, ERR_NGROK_3210 a module failing closed, ...",
 		[]string{"code"}, nil)
+	policyLogsDesc = prometheus.NewDesc("edgeplane_policy_log_records_total",
+		"Records of traffic policies' log actions, by result: written to the log, or dropped (the account's policies over their bound of records per second).",
+		[]string{"result"}, nil)
 	planRebuildsDesc = prometheus.NewDesc("edgeplane_plan_rebuilds_total",
 		"Routing plans swapped in (at start, on each change of edges, routes, backends, policies, domains or certificates, and every 30 s).", nil, nil)
 )
@@ -106,7 +109,7 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 type dataPlaneCollector struct{ d *dataPlane }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc} {
+	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc} {
 		ch <- d
 	}
 }
@@ -131,4 +134,7 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(publicErrorsDesc, prometheus.CounterValue, float64(n), code)
 	}
 	ch <- prometheus.MustNewConstMetric(planRebuildsDesc, prometheus.CounterValue, float64(d.planner.Rebuilds()))
+	written, dropped := d.policyLog.Counts()
+	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(written), "written")
+	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(dropped), "dropped")
 }
