@@ -1,0 +1,120 @@
+package trafficpolicy
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVariables: every variable edgeplane fills has the value ngrok documents for a request,
+// its response and its endpoint, computed only when read.
+func TestVariables(t *testing.T) {
+	r := httptest.NewRequest("POST", "https://app.example.com:8443/a%20b/c?q=1&q=2&x=y", strings.NewReader("body"))
+	r.RemoteAddr = "[::ffff:192.0.2.9]:4567"
+	r.Header.Set("Cookie", "session=abc; theme=dark; session=def")
+	r.Header.Set("Content-Type", "application/json; charset=UTF-8")
+	r.Header.Set("Content-Encoding", "gzip, br")
+	r.Header.Set("User-Agent", "curl/8.5")
+	r.Header.Set("Location", "/there")
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "client", Organization: []string{"Acme"}},
+		Issuer: pkix.Name{CommonName: "CA"}, SerialNumber: big.NewInt(255), DNSNames: []string{"c.example.com"},
+		NotAfter: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, CipherSuite: tls.TLS_AES_128_GCM_SHA256, ServerName: "app.example.com",
+		NegotiatedProtocol: "h2", PeerCertificates: []*x509.Certificate{cert}}
+	vars := RequestVars(ConnVars(r.RemoteAddr, "10.0.0.1:443"), r, "https")
+	SetEndpoint(vars, &Endpoint{ID: "tn_1", URL: "https://app.example.com", Protocol: "https", Host: "app.example.com", Port: 443})
+	start := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
+	SetConnStart(vars, start)
+	if len(vars) != 1 {
+		t.Errorf("variables computed before they were read: %v", vars)
+	}
+	ResponseVars(vars, 302, http.Header{"Set-Cookie": {"id=1; Path=/; Max-Age=60; Secure; HttpOnly; SameSite=Lax"},
+		"Content-Type": {"text/html; charset=utf-8"}, "Location": {"/next"}, "Content-Length": {"12"}})
+	p, err := Parse(`{"on_http_response":[{"expressions":[
+	  "conn.client_ip == '192.0.2.9' && conn.client_port == 4567 && conn.server_ip == '10.0.0.1' && conn.server_port == 443",
+	  "conn.ts.start == timestamp('2025-05-01T00:00:00Z')",
+	  "conn.tls.version == 'TLS 1.3' && conn.tls.cipher_suite == 'TLS_AES_128_GCM_SHA256' && conn.tls.sni == 'app.example.com' && conn.tls.negotiated_alpn == 'h2' && !conn.tls.session_resumed",
+	  "conn.tls.client.subject.common_name == 'client' && conn.tls.client.subject.organization == ['Acme'] && conn.tls.client.issuer.common_name == 'CA' && conn.tls.client.serial_number == 'ff' && conn.tls.client.san.dns_names == ['c.example.com'] && conn.tls.client.validity.not_after == timestamp('2030-01-01T00:00:00Z')",
+	  "endpoint.id == 'tn_1' && endpoint.url == 'https://app.example.com' && endpoint.protocol == 'https' && endpoint.host == 'app.example.com' && endpoint.port == 443 && endpoint.addr == 'app.example.com:443'",
+	  "req.method == 'POST' && req.url == 'https://app.example.com:8443/a%20b/c?q=1&q=2&x=y' && req.url.path == '/a b/c' && req.url.raw_path == '/a%20b/c' && req.url.port == 8443 && req.url.uri == '/a%20b/c?q=1&q=2&x=y'",
+	  "req.url.query_params['q'] == ['1', '2'] && req.url.host == 'app.example.com' && req.url.authority == 'app.example.com:8443' && req.version == 'HTTP/1.1'",
+	  "req.cookies['session'][0].value == 'abc' && req.cookies['session'][1].value == 'def' && getReqCookie('theme').value == 'dark' && hasReqCookie('theme') && !hasReqCookie('x')",
+	  "req.content_type == 'application/json' && req.content_type.parameters['charset'] == 'UTF-8' && req.content_encoding == ['gzip', 'br'] && req.user_agent == 'curl/8.5' && req.location == '/there'",
+	  "getReqHeader('User-Agent') == ['curl/8.5'] && hasReqHeader('USER-AGENT') && getReqHeader('X-None') == [] && getQueryParam('q') == ['1', '2'] && hasQueryParam('x')",
+	  "res.status_code == 302 && res.location == '/next' && res.content_length == 12 && res.content_type == 'text/html' && res.content_type.parameters.charset == 'utf-8'",
+	  "res.cookies['id'][0].max_age == duration('60s') && res.cookies['id'][0].secure && res.cookies['id'][0].http_only && res.cookies['id'][0].same_site == 'Lax' && getResHeader('location') == ['/next'] && hasResCookie('id')",
+	  "timestamp(time.now) > timestamp('2024-01-01T00:00:00Z') && req.ts.header_received > timestamp('2024-01-01T00:00:00Z')",
+	  "vars == {} && !has(vars.x)"
+	],"actions":[{"type":"deny"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range p.OnHTTPResponse[0].Expressions {
+		one, err := Parse(`{"on_http_response":[{"expressions":[` + quote(e) + `],"actions":[{"type":"deny"}]}]}`)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if ok, err := one.OnHTTPResponse[0].Match(vars); !ok || err != nil {
+			t.Errorf("%s: %v %v", e, ok, err)
+		}
+	}
+	if _, ok := vars["req.cookies"]; !ok {
+		t.Error("a variable read is not kept")
+	}
+}
+
+// TestMacros: ngrok's macros give the values its documentation shows.
+func TestMacros(t *testing.T) {
+	r := httptest.NewRequest("GET", "https://a.test/", nil)
+	vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+	for _, e := range []string{
+		"basic_auth.encode('username', 'password1') == 'Basic dXNlcm5hbWU6cGFzc3dvcmQx'",
+		"hash.crc32('hello') == '3610a686' && hash.crc32('hello', 'base64') == 'NhCmhg=='",
+		"hash.sha256('hello') == '2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824' && 'hello'.sha256() == hash.sha256('hello')",
+		"hash.sha256('hello', 'base64') == 'LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ='",
+		"'hello'.md5() == '5d41402abc4b2a76b9719d911017c592' && size('hello'.sha512()) == 128 && size('hello'.xxhash64()) == 16 && size('hello'.crc64()) == 16",
+		"json.decode('{\"a\":[1,2]}').a[1] == 2.0 && '{\"a\":1}'.decodeJson().a == 1.0 && '[1]'.isJson() && !'{'.isJson()",
+		"json.encode({'a': 'b'}) == '{\"a\":\"b\"}' && ['a', 'b'].encodeJson() == '[\"a\",\"b\"]' && {'k': 1}.encodeJson() == '{\"k\":1}'",
+		"queryString.decode('a=1&a=2&b=x')['a'] == ['1', '2'] && {'a': 'b c'}.encodeQueryString() == 'a=b+c' && 'a=1'.isQueryString()",
+		"'aGVsbG8='.decodeBase64() == 'hello' && 'hello'.encodeBase64() == 'aGVsbG8=' && base64.encode(b'hi') == 'aGk='",
+		"'i;md/r/$y'.escapeUrl() == 'i%3Bmd%2Fr%2F%24y' && 'i%3Bmd%2Fr%2F%24y'.unescapeUrl() == 'i;md/r/$y' && url.escape('a b') == 'a+b'",
+		"'https://ngrok.com/x?y=1'.parseUrl().host == 'ngrok.com' && url.parse('https://ngrok.com').scheme == 'https' && 'https://x.y'.isURL() && !'nope'.isURL()",
+		"'192.168.1.1'.isPrivateIp() && !'8.8.8.8'.isPrivateIp() && !'fd00::1'.isPrivateIp()",
+		"'ÄB'.lower() == 'äb' && 'äb'.upper() == 'ÄB' && 'AbC'.lowerAscii() == 'abc' && ' x '.trim() == 'x' && 'abc'.reverse() == 'cba'",
+		"'a,b'.split(',') == ['a', 'b'] && ['a', 'b'].join('-') == 'a-b' && 'abc'.charAt(1) == 'b' && 'abc'.indexOf('c') == 2 && 'x%sy'.format(['-']) == 'x-y'",
+		"lists.range(3) == [0, 1, 2] && [3, 1, 2].sort() == [1, 2, 3] && [1, 1, 2].distinct() == [1, 2] && [[1], [2]].flatten() == [1, 2] && [1, 2, 3].slice(1, 2) == [2]",
+		"rand.int(5, 5) == 5 && rand.double() >= 0.0 && rand.double() < 1.0 && rand.int() <= 1",
+		"inCidrRange('10.1.2.3', '10.0.0.0/8') && strings.quote('a') == '\"a\"'",
+	} {
+		p, err := Parse(`{"on_http_request":[{"expressions":[` + quote(e) + `],"actions":[{"type":"deny"}]}]}`)
+		if err != nil {
+			t.Errorf("%s: %v", e, err)
+			continue
+		}
+		if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+			t.Errorf("%s: %v %v", e, ok, err)
+		}
+	}
+	// A value outside a macro's domain is an error, never a silent value.
+	for _, e := range []string{"rand.int(5, 1) == 1", "'%%%'.unescapeUrl() == ''", "hash.md5('a', 'b64') == ''", "json.decode('{') == {}"} {
+		p, err := Parse(`{"on_http_request":[{"expressions":[` + quote(e) + `],"actions":[{"type":"deny"}]}]}`)
+		if err != nil {
+			t.Fatalf("%s: %v", e, err)
+		}
+		if _, err := p.OnHTTPRequest[0].Match(vars); err == nil {
+			t.Errorf("%s: no error", e)
+		}
+	}
+}
+
+// quote is s as a JSON string.
+func quote(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	return `"` + r.Replace(s) + `"`
+}
