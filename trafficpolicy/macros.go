@@ -41,8 +41,7 @@ const maxRange = 10_000
 // sort, sortBy, distinct, lists.range, base64.encode and decode, json.encode, …), and the ones ngrok adds, built
 // here. secrets.get is declared (a document ngrok accepts compiles) but reads ngrok's vaults,
 // which edgeplane does not have: a policy using it fails closed.
-var macros = []cel.EnvOption{
-	ext.Strings(), ext.Encoders(), ext.Lists(ext.ListsMaxRangeSize(maxRange)),
+var macros = append(extensions,
 	cel.Macros(
 		// getReqHeader('X-Key') reads req.headers['x-key'], an empty list when absent; the same for
 		// the other accessors of headers, query parameters and cookies.
@@ -113,7 +112,16 @@ var macros = []cel.EnvOption{
 		}))),
 	cel.Function("secrets.get", cel.Overload(secretsOverload, []*cel.Type{cel.StringType, cel.StringType}, cel.StringType,
 		cel.BinaryBinding(func(ref.Val, ref.Val) ref.Val { return types.NewErr("secrets.get: %s", noVaults) }))),
-}
+)
+
+// extensions are cel-go's libraries among the macros. Their versions are the last before
+// cel-go gave them cost trackers: a tracker option is carried by every program of the
+// environment (about 2.5 KiB each, twice what a small expression's program holds), which would
+// double what an account's policies cost in memory whether they call these functions or not.
+// Without trackers each call counts once toward CostLimit; the values they work on are bounded
+// by the request (headers, URL) and lists.range by maxRange, and loops over their results are
+// counted element by element as any comprehension's.
+var extensions = []cel.EnvOption{ext.Strings(ext.StringsVersion(4)), ext.Encoders(), ext.Lists(ext.ListsVersion(2), ext.ListsMaxRangeSize(maxRange))}
 
 // secretsOverload is secrets.get's overload, which Policy.Unavailable looks for.
 const secretsOverload = "secrets_get_string_string"
@@ -165,7 +173,7 @@ func getter(name, root, field string, lower, get bool) cel.Macro {
 		}
 		key := args[0]
 		if lower {
-			key = eh.NewMemberCall("lowerAscii", key)
+			key = eh.NewMemberCall("lower", key)
 		}
 		in := eh.NewCall("@in", key, m)
 		if !get {
