@@ -169,10 +169,6 @@ func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 				closeConnection(r) // HTTP/2: the whole connection, not only the stream
 			}
 		}
-		if tp.accept != "" {
-			r = withOwnHeader(r)
-			r.Header.Set("Accept-Encoding", tp.accept)
-		}
 		if len(tp.response) == 0 && !tp.writer && len(tp.events) == 0 {
 			tp.serve(w, r, next)
 			return
@@ -229,6 +225,10 @@ func (tp *TrafficPolicy) serve(w http.ResponseWriter, r *http.Request, next http
 	}
 	if pw, ok := w.(*policyWriter); ok && pw.vars != nil {
 		trafficpolicy.CarryState(carried, pw.vars, false) // action results reach the response phase
+	}
+	if tp.accept != "" { // a body to rewrite is asked for uncompressed; compress-response still sees the client's
+		r = withOwnHeader(r)
+		r.Header.Set("Accept-Encoding", tp.accept)
 	}
 	next.ServeHTTP(w, r)
 }

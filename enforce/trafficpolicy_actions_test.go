@@ -58,11 +58,11 @@ func TestPolicyBasicAuth(t *testing.T) {
 	if w := do("alice", "password1", nil); w.Code != 200 || !strings.HasPrefix(w.Body.String(), "seen=alice true") {
 		t.Errorf("a listed pair: %d %q", w.Code, w.Body)
 	}
-	w := do("alice", "wrong-password", nil)
+	w := do("alice", "wrong-password", map[string]string{"X-User": "bob"})
 	if w.Code != 401 || w.Header().Get("ngrok-error-code") != "ERR_NGROK_3401" || w.Header().Get("WWW-Authenticate") != `Basic realm="Admin \"Area\"", charset="UTF-8"` {
 		t.Errorf("a wrong password: %d %v", w.Code, w.Header())
 	}
-	if w := do("", "", nil); w.Code != 401 {
+	if w := do("", "", map[string]string{"X-User": "bob"}); w.Code != 401 {
 		t.Errorf("no credentials: %d", w.Code)
 	}
 	if w := do("bob", "password2", map[string]string{"X-User": "bob"}); w.Code != 200 {
@@ -71,10 +71,10 @@ func TestPolicyBasicAuth(t *testing.T) {
 	if w := do("bob", "password2", map[string]string{"X-User": "carol"}); w.Code != 401 {
 		t.Errorf("an interpolated credential for someone else: %d", w.Code)
 	}
-	// The interpolated credential's header is missing: the credential cannot render, and the
-	// request fails rather than being judged on a broken credential.
-	if w := do("alice", "password1", nil); w.Code != 200 {
-		t.Errorf("the static pair still admits: %d", w.Code)
+	// The interpolated credential's header is missing: it cannot render, and a request no
+	// literal pair admits fails rather than being judged on a broken credential.
+	if w := do("carol", "password2", nil); w.Code != 503 || w.Header().Get("ngrok-error-code") != "ERR_NGROK_3900" {
+		t.Errorf("an interpolated credential that cannot render: %d %v", w.Code, w.Header())
 	}
 	open := stageWith(t, `{"on_http_request":[{"actions":[{"type":"basic-auth","config":{"credentials":["alice:password1"],"enforce":false}}]}]}`, PolicyOptions{}, echoUpstream)
 	if w := serve(open, "GET", "https://a.test/", nil); w.Code != 200 {

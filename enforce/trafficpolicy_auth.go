@@ -18,9 +18,10 @@ import (
 // (compared as SHA-256 digests in constant time) and answers any other 401 ERR_NGROK_3401 with
 // a Basic challenge naming the realm (ngrok by default); enforce: false lets it go on. When some
 // rule reads them, actions.ngrok.basic_auth.credentials.presented, .username and .authorized
-// are recorded. Credentials with CEL interpolation are rendered per request, and one that does
-// not render to user:password with a password of 8 to 128 characters fails the request 503
-// ERR_NGROK_3900 rather than admit or refuse on a broken credential.
+// are recorded. Credentials with CEL interpolation are rendered per request when no literal one
+// matched, and one that does not render to user:password with a password of 8 to 128
+// characters fails the request 503 ERR_NGROK_3900 rather than admit or refuse on a broken
+// credential.
 //
 // circuit-breaker counts the outcomes of the requests it lets through (a 5xx answer, or a
 // handler that never finished, is a failure) in a rolling window of ten buckets; once the window
@@ -60,25 +61,32 @@ func init() {
 			user, pass, presented := r.BasicAuth()
 			sum := sha256.Sum256([]byte(pass))
 			authorized := false
-			for _, cr := range creds {
-				cu, csum := cr.user, cr.sum
-				if cr.tpl != nil {
-					s, err := cr.tpl.Render(vars())
-					if err == nil {
-						err = trafficpolicy.CheckCredential(s)
-					}
-					if err != nil {
-						ErrorPage(w, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action basic-auth field credentials (%s): %v", a.Path, err))
-						return nil
-					}
-					var cp string
-					cu, cp, _ = strings.Cut(s, ":")
-					csum = sha256.Sum256([]byte(cp))
-				}
-				// Every credential is compared, in constant time, whatever matched before.
+			// Every credential is compared, in constant time, whatever matched before; the
+			// interpolated ones are rendered only when no literal one matched.
+			match := func(cu string, csum [32]byte) {
 				if presented && subtle.ConstantTimeCompare([]byte(user), []byte(cu))&subtle.ConstantTimeCompare(sum[:], csum[:]) == 1 {
 					authorized = true
 				}
+			}
+			for _, cr := range creds {
+				if cr.tpl == nil {
+					match(cr.user, cr.sum)
+				}
+			}
+			for _, cr := range creds {
+				if cr.tpl == nil || authorized {
+					continue
+				}
+				s, err := cr.tpl.Render(vars())
+				if err == nil {
+					err = trafficpolicy.CheckCredential(s)
+				}
+				if err != nil {
+					ErrorPage(w, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action basic-auth field credentials (%s): %v", a.Path, err))
+					return nil
+				}
+				cu, cp, _ := strings.Cut(s, ":")
+				match(cu, sha256.Sum256([]byte(cp)))
 			}
 			if results {
 				trafficpolicy.SetResult(vars(), "basic_auth", map[string]any{"credentials": map[string]any{

@@ -63,12 +63,12 @@ type eventRewriter struct {
 	failed bool
 }
 
-// errEventTooLarge and errEventRewrite cut a stream whose message cannot be rewritten.
-var (
-	errEventTooLarge = errors.New("an event stream message is larger than edgeplane rewrites")
-	errEventRewrite  = errors.New("an event stream message could not be rewritten")
-)
+// errEventRewrite answers writes after a stream was cut.
+var errEventRewrite = errors.New("an event stream message could not be rewritten")
 
+// Write takes the stream's bytes; a message that cannot be rewritten cuts the stream: the
+// handler is aborted, so the client sees the connection's stream end without a complete
+// message (whatever the upstream's copy loop makes of a write error).
 func (e *eventRewriter) Write(p []byte) (int, error) {
 	if e.failed {
 		return 0, errEventRewrite
@@ -79,10 +79,12 @@ func (e *eventRewriter) Write(p []byte) (int, error) {
 		if end < 0 {
 			break
 		}
+		if end > MaxEventMessage {
+			e.cut()
+		}
 		out, err := e.rewrite(e.buf[:end])
 		if err != nil {
-			e.failed = true
-			return 0, err
+			e.cut()
 		}
 		if _, err := e.w.out(out); err != nil {
 			return 0, err
@@ -90,10 +92,16 @@ func (e *eventRewriter) Write(p []byte) (int, error) {
 		e.buf = append(e.buf[:0], e.buf[next:]...)
 	}
 	if len(e.buf) > MaxEventMessage {
-		e.failed = true
-		return 0, errEventTooLarge
+		e.cut()
 	}
 	return len(p), nil
+}
+
+// cut ends the stream unfinished.
+func (e *eventRewriter) cut() {
+	e.failed = true
+	e.buf = nil
+	panic(http.ErrAbortHandler)
 }
 
 // finish passes on an unterminated last message rewritten (the stream ended without its blank
