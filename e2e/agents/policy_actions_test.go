@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -259,5 +260,113 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 	m := wa.metrics()
 	if dropped := m.value(`edgeplane_policy_log_records_total{result="dropped"}`); dropped < float64(320-flood) {
 		t.Errorf("dropped records: %v, want at least %d", dropped, 320-flood)
+	}
+}
+
+// TestTrafficPolicyActionsOnAgentBinds: agents of two accounts bind endpoints with their own
+// traffic policies: on http binds basic-auth, set-vars and log act on live traffic and each
+// account's records name its own account and endpoint; on a tcp bind on_tcp_connect's log
+// records the connection and close-connection closes it before any byte reaches the agent.
+func TestTrafficPolicyActionsOnAgentBinds(t *testing.T) {
+	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "27000-27999")
+	wb := wa.as("tenant-b")
+	ctx := context.Background()
+	doc := `
+on_http_request:
+  - actions:
+      - type: basic-auth
+        config: {credentials: ["alice:password1"], enforce: false}
+      - type: set-vars
+        config: {vars: [{who: "${endpoint.url}"}]}
+      - type: log
+        config: {metadata: {who: "${vars.who}", authorized: "${actions.ngrok.basic_auth.credentials.authorized}"}}
+      - type: add-headers
+        config: {headers: {x-who: "${vars.who}", x-user: "${actions.ngrok.basic_auth.credentials.username}"}}
+`
+	endpoints := map[string]string{}
+	for name, w := range map[string]*world{"bind-a": wa, "bind-b": wb} {
+		_, token := w.credential()
+		tun, err := w.mustConnect(token).Listen(ctx, config.HTTPEndpoint(config.WithDomain(name+".edgeplane.app"),
+			config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(doc)))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		serveTunnel(t, tun, actionsUpstream)
+		endpoints[name] = tun.ID()
+	}
+	hc := wa.httpClient()
+	for name := range endpoints {
+		url := "http://" + name + ".edgeplane.app/echo"
+		if st, body, _ := get(t, hc, url); st != 200 || body != "who="+url[:len(url)-5]+" user= body=" {
+			t.Errorf("%s without credentials (enforce: false): %d %q", name, st, body)
+		}
+	}
+	resp, body, err := try(hc, "GET", "http://bind-a.edgeplane.app/echo", map[string]*string{"Authorization": ptr("Basic YWxpY2U6cGFzc3dvcmQx")})
+	if err != nil || resp.StatusCode != 200 || string(body) != "who=http://bind-a.edgeplane.app user=alice body=" {
+		t.Errorf("bind-a with alice's credentials: %v %v %q", err, resp, body)
+	}
+	accounts := map[string]string{}
+	eventually(t, 5*time.Second, "three records", func() bool { return len(policyLogs(wa)) >= 3 })
+	for _, r := range policyLogs(wa) {
+		account, endpoint, meta := r[0], r[1], r[3]
+		name := "bind-a"
+		if strings.Contains(meta, "who:http://bind-b.") {
+			name = "bind-b"
+		}
+		if prev, ok := accounts[name]; ok && prev != account {
+			t.Errorf("%s's records name accounts %s and %s", name, prev, account)
+		}
+		accounts[name] = account
+		if endpoint == "" || r[2] != "on_http_request" {
+			t.Errorf("%s's record: %v", name, r)
+		}
+	}
+	if len(accounts) != 2 || accounts["bind-a"] == accounts["bind-b"] {
+		t.Errorf("the records' accounts: %v", accounts)
+	}
+
+	// A tcp bind: on_tcp_connect logs the connection and closes it unseen by the agent.
+	_, token := wb.credential()
+	tun, err := wb.mustConnect(token).Listen(ctx, config.TCPEndpoint(config.WithTrafficPolicy(`
+on_tcp_connect:
+  - actions:
+      - type: set-vars
+        config: {vars: [{port: "${conn.server_port}"}]}
+      - type: log
+        config: {metadata: {port: "${vars.port}", started: "${conn.ts.start}"}}
+      - type: close-connection`)))
+	if err != nil {
+		t.Fatalf("tcp bind: %v", err)
+	}
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := tun.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(tun.URL(), "tcp://"))
+	if err != nil {
+		t.Fatalf("dial the tcp endpoint: %v", err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = conn.Write([]byte("hello"))
+	if b, _ := io.ReadAll(conn); len(b) != 0 {
+		t.Errorf("close-connection: read %q", b)
+	}
+	conn.Close()
+	_, port, _ := strings.Cut(strings.TrimPrefix(tun.URL(), "tcp://"), ":")
+	eventually(t, 5*time.Second, "the tcp bind's record", func() bool {
+		for _, r := range policyLogs(wa) {
+			if r[2] == "on_tcp_connect" && strings.Contains(r[3], "port:"+port) && r[0] == accounts["bind-b"] {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-accepted:
+		t.Error("the agent got a connection close-connection closed")
+	default:
 	}
 }

@@ -493,8 +493,8 @@ on_http_request:
 	})
 	limited("alice's request after the rebuild")
 
-	// In an agent's own policy, rate-limit counts for the life of the bind; jwt-validation has
-	// no outbound client to fetch key sets with, and refuses the bind naming it.
+	// In an agent's own policy, rate-limit counts for the life of the bind; jwt-validation
+	// fetches key sets with the data plane's outbound client, as a route's does.
 	ctx := context.Background()
 	btun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("limited.edgeplane.app"), config.WithScheme(config.SchemeHTTP),
 		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"rate-limit","config":{"name":"one","algorithm":"sliding_window","capacity":1,"rate":"60s","bucket_key":["conn.client_ip"]}}]}]}`)))
@@ -509,10 +509,14 @@ on_http_request:
 	if st, _, h := get(t, hc, "http://limited.edgeplane.app/"); st != 429 || h.Get("Retry-After") == "" {
 		t.Errorf("the bind's second request: %d %v", st, h)
 	}
-	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("jwt.edgeplane.app"), config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"jwt-validation","config":{
+	jtun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("jwt.edgeplane.app"), config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"jwt-validation","config":{
 	  "issuer":{"allow_list":[{"value":"https://idp.example.com/"}]},"http":{"tokens":[{"type":"jwt","method":"header","name":"Authorization","prefix":"Bearer "}]},
 	  "jws":{"allowed_algorithms":["RS256"],"keys":{"sources":{"additional_jkus":["https://idp.example.com/jwks"]}}}}}]}]}`)))
-	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "jwt-validation needs the data plane's outbound HTTP client") {
-		t.Errorf("jwt-validation in a bind's policy: %v", err)
+	if err != nil {
+		t.Fatalf("jwt-validation in a bind's policy: %v", err)
+	}
+	serveTunnel(t, jtun, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "reached") }))
+	if st, _, h := get(t, hc, "http://jwt.edgeplane.app/"); st != 401 || h.Get("ngrok-error-code") != "ERR_NGROK_3406" {
+		t.Errorf("a bind's jwt-validation without a token: %d %v", st, h)
 	}
 }
