@@ -6,31 +6,15 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/edgeplane/edgeplane/internal/testproc"
 	"golang.ngrok.com/ngrok/config"
 )
-
-// as returns the running server as seen by another account, name, with an API key of its own
-// (made as an operator makes one: edgeplane apikey create --account).
-func (w *world) as(name string) *world {
-	w.t.Helper()
-	cmd := exec.Command(binPath, "apikey", "create", "--db", w.db, "--account", name)
-	cmd.Env = testproc.CleanEnv(w.env...)
-	out, err := cmd.Output()
-	if err != nil {
-		w.t.Fatalf("apikey create --account %s: %v", name, err)
-	}
-	other := *w
-	other.token = strings.TrimSpace(string(out))
-	return &other
-}
 
 // actionsUpstream is the agent's side of the traffic policy action tests: /echo answers with
 // the body and the X-Who and X-User headers it got, /fail with 500, /secret with a secret in
@@ -131,7 +115,7 @@ func policyLogs(w *world) [][]string {
 // without costing the other a record.
 func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 	wa := start(t)
-	wb := wa.as("tenant-b")
+	wb := wa.asAccount("tenant-b")
 	routeA, routeB := policyRoute(t, wa, "tp-a.example.com"), policyRoute(t, wb, "tp-b.example.com")
 	for _, x := range []struct {
 		w     *world
@@ -201,12 +185,15 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 
 	// Log records name their own account and route; a flood of A's is bounded, B's all written.
 	var wg sync.WaitGroup
+	var answered atomic.Int32 // by the upstream: the policy ran (the account's share of the public connections may refuse some)
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 40 {
-				_, _, _ = get("tp-a.example.com", "/flood", nil)
+				if resp, _, err := get("tp-a.example.com", "/flood", nil); err == nil && resp.StatusCode == 200 {
+					answered.Add(1)
+				}
 			}
 		}()
 	}
@@ -254,12 +241,12 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 	if accountA == "" || accountB == "" || accountA == accountB {
 		t.Errorf("the records' accounts: A %q, B %q", accountA, accountB)
 	}
-	if flood == 0 || flood >= 320 {
-		t.Errorf("A's flood of 320 records wrote %d, want some and fewer", flood)
+	if n := int(answered.Load()); flood == 0 || flood >= n {
+		t.Errorf("A's flood of %d answered requests wrote %d records, want some and fewer", n, flood)
 	}
 	m := wa.metrics()
-	if dropped := m.value(`edgeplane_policy_log_records_total{result="dropped"}`); dropped < float64(320-flood) {
-		t.Errorf("dropped records: %v, want at least %d", dropped, 320-flood)
+	if dropped := m.value(`edgeplane_policy_log_records_total{result="dropped"}`); dropped < float64(int(answered.Load())-flood) {
+		t.Errorf("dropped records: %v, want at least %d", dropped, int(answered.Load())-flood)
 	}
 }
 
@@ -269,7 +256,7 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 // records the connection and close-connection closes it before any byte reaches the agent.
 func TestTrafficPolicyActionsOnAgentBinds(t *testing.T) {
 	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "27000-27999")
-	wb := wa.as("tenant-b")
+	wb := wa.asAccount("tenant-b")
 	ctx := context.Background()
 	doc := `
 on_http_request:
