@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -419,4 +420,37 @@ func fullURL(r *http.Request) string {
 		u.Scheme = "https"
 	}
 	return u.String()
+}
+
+// matches are the groups of from's first match in s (the whole match first), for the results of
+// redirect and url-rewrite; none when from is nil or does not match.
+func matches(from *regexp.Regexp, s string) []string {
+	if from == nil {
+		return []string{}
+	}
+	m := from.FindStringSubmatch(s)
+	if m == nil {
+		return []string{}
+	}
+	return m
+}
+
+// decide is AllowConn with the CIDR that decided ("" when none did: no allow list).
+func (f *IPFilter) decide(client netip.Addr) (bool, string) {
+	client = client.Unmap()
+	for _, list := range f.deny {
+		for _, p := range list {
+			if p.Contains(client) {
+				return false, p.String()
+			}
+		}
+	}
+	for _, list := range f.allow {
+		for _, p := range list {
+			if p.Contains(client) {
+				return true, p.String()
+			}
+		}
+	}
+	return len(f.allow) == 0, ""
 }

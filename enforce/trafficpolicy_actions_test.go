@@ -284,3 +284,33 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestPolicyActionResults: the actions edgeplane applied before record their results for later
+// rules as ngrok documents them: rate-limit's bucket and whether it limited, restrict-ips'
+// decision and the CIDR that made it, add-headers' headers, redirect's and url-rewrite's URL and
+// matches.
+func TestPolicyActionResults(t *testing.T) {
+	h := stageWith(t, `
+on_http_request:
+  - actions:
+      - type: rate-limit
+        config: {name: r, algorithm: sliding_window, capacity: 1, rate: 60s, bucket_key: ["req.headers['x-k'][0]", "conn.client_ip"], enforce: false}
+      - type: restrict-ips
+        config: {allow: ["192.0.2.0/24"], enforce: false}
+      - type: add-headers
+        config: {headers: {x-a: "1"}}
+      - type: url-rewrite
+        config: {from: "/old/(\\w+)", to: "/new/$1"}
+  - actions:
+      - type: custom-response
+        config:
+          body: "${actions.ngrok.rate_limit.bucket_key} ${actions.ngrok.rate_limit.limited} ${actions.ngrok.restrict_ips.action} ${actions.ngrok.restrict_ips.matched_cidr} ${actions.ngrok.add_headers.headers_added['x-a']} ${actions.ngrok.url_rewrite.url} ${actions.ngrok.url_rewrite.matches[1]}"
+`, PolicyOptions{}, echoUpstream)
+	want := "k,192.0.2.7 false allow 192.0.2.0/24 1 https://a.test/new/page page"
+	if w := serve(h, "GET", "https://a.test/old/page", map[string]string{"X-K": "k"}); w.Body.String() != want {
+		t.Errorf("the results:\n got %q\nwant %q", w.Body, want)
+	}
+	if w := serve(h, "GET", "https://a.test/old/page", map[string]string{"X-K": "k"}); !strings.Contains(w.Body.String(), "k,192.0.2.7 true allow") {
+		t.Errorf("the second request in the window: %q", w.Body)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +50,7 @@ func init() {
 		} else {
 			l = newLimiter()
 		}
-		enforced := c.Enforced()
+		enforced, results := c.Enforced(), tp.results
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			parts := make([]string, len(keys))
 			for i, k := range keys {
@@ -58,6 +59,9 @@ func init() {
 				}
 			}
 			ok, retry := l.Take(parts)
+			if results {
+				trafficpolicy.SetResult(vars(), "rate_limit", map[string]any{"bucket_key": strings.Join(parts, ","), "limited": !ok})
+			}
 			if ok || !enforced {
 				return r
 			}

@@ -40,14 +40,17 @@ func init() {
 			return nil
 		}, nil
 	})
-	registerRequestAction("add-headers", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+	registerRequestAction("add-headers", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		headers, err := compileHeaders(a, cfg.(*trafficpolicy.AddHeadersConfig).Headers)
 		if err != nil {
 			return nil, err
 		}
+		results := tp.results
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			r = withOwnHeader(r)
+			added := map[string]any{}
 			err := headers.render(vars(), func(k, v string) {
+				added[strings.ToLower(k)] = v
 				if strings.EqualFold(k, "Host") {
 					r.Host = v
 					return
@@ -57,6 +60,9 @@ func init() {
 			if err != nil {
 				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
 				return nil
+			}
+			if results {
+				trafficpolicy.SetResult(vars(), "add_headers", map[string]any{"headers_added": added})
 			}
 			return r
 		}, nil
@@ -69,7 +75,7 @@ func init() {
 			return r
 		}, nil
 	})
-	registerRequestAction("redirect", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+	registerRequestAction("redirect", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		c := cfg.(*trafficpolicy.RedirectConfig)
 		if err := noInterpolation(a, "from", c.From); err != nil {
 			return nil, err
@@ -94,6 +100,9 @@ func init() {
 				return nil
 			}
 			loc, ok := rewrite(from, fullURL(r), target)
+			if tp.results {
+				trafficpolicy.SetResult(vars(), "redirect", map[string]any{"url": loc, "matches": matches(from, fullURL(r))})
+			}
 			if !ok {
 				return r
 			}
@@ -102,7 +111,7 @@ func init() {
 			return nil
 		}, nil
 	})
-	registerRequestAction("url-rewrite", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+	registerRequestAction("url-rewrite", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		c := cfg.(*trafficpolicy.URLRewriteConfig)
 		if err := noInterpolation(a, "from", c.From); err != nil {
 			return nil, err
@@ -119,6 +128,9 @@ func init() {
 				return nil
 			}
 			to, ok := rewrite(from, fullURL(r), target)
+			if tp.results {
+				trafficpolicy.SetResult(vars(), "url_rewrite", map[string]any{"url": to, "matches": matches(from, fullURL(r))})
+			}
 			if !ok {
 				return r
 			}
@@ -136,7 +148,7 @@ func init() {
 			return r2
 		}, nil
 	})
-	registerRequestAction("restrict-ips", func(a *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (requestFunc, error) {
+	registerRequestAction("restrict-ips", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		c := cfg.(*trafficpolicy.RestrictIPsConfig)
 		if len(c.IPPolicies) > 0 {
 			return nil, fmt.Errorf("%s: ip_policies in the restrict-ips action are not applied yet", a.Path)
@@ -145,11 +157,17 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", a.Path, err)
 		}
-		if c.Enforce != nil && !*c.Enforce {
-			return func(_ http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request { return r }, nil
-		}
-		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
-			if !f.AllowConn(ClientAddr(r)) {
+		enforced, results := c.Enforce == nil || *c.Enforce, tp.results
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
+			allowed, cidr := f.decide(ClientAddr(r))
+			if results {
+				action := "allow"
+				if !allowed {
+					action = "deny"
+				}
+				trafficpolicy.SetResult(vars(), "restrict_ips", map[string]any{"action": action, "matched_cidr": cidr})
+			}
+			if !allowed && enforced {
 				ErrorPage(w, http.StatusForbidden, 3205, "Access to this endpoint is denied by its traffic policy's IP restriction.")
 				return nil
 			}

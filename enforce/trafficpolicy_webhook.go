@@ -30,9 +30,13 @@ func init() {
 		if c.Enforce != nil && !*c.Enforce {
 			return func(_ http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request { return r }, nil
 		}
-		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
+		results := tp.results
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if !v.Verify(w, r) {
 				return nil
+			}
+			if results {
+				trafficpolicy.SetResult(vars(), "verify_webhook", map[string]any{"verified": true})
 			}
 			return r
 		}, nil
