@@ -193,7 +193,7 @@ func (w *policyWriter) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	switch {
-	case w.body != nil, w.discard && w.status == 0:
+	case w.body != nil:
 		return nil
 	case w.cw != nil:
 		return w.cw.FlushError()
