@@ -48,9 +48,14 @@ func init() {
 		results := tp.results
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			r = withOwnHeader(r)
-			added := map[string]any{}
+			var added map[string]any
+			if results {
+				added = map[string]any{}
+			}
 			err := headers.render(vars(), func(k, v string) {
-				added[strings.ToLower(k)] = v
+				if added != nil {
+					added[strings.ToLower(k)] = v
+				}
 				if strings.EqualFold(k, "Host") {
 					r.Host = v
 					return
