@@ -117,6 +117,17 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 	wa := start(t)
 	wb := wa.asAccount("tenant-b")
 	routeA, routeB := policyRoute(t, wa, "tp-a.example.com"), policyRoute(t, wb, "tp-b.example.com")
+	// A configuration ngrok refuses is refused on write, naming the field.
+	for doc, field := range map[string]string{
+		`{"on_http_request":[{"actions":[{"type":"basic-auth","config":{"credentials":["alice:short"]}}]}]}`:            "on_http_request[0].actions[0].config.credentials[0]",
+		`{"on_http_request":[{"actions":[{"type":"circuit-breaker","config":{"window_duration":"5m"}}]}]}`:              "on_http_request[0].actions[0].config.window_duration",
+		`{"on_http_request":[{"actions":[{"type":"http-request","config":{"url":"https://x.test/","timeout":"1m"}}]}]}`: "on_http_request[0].actions[0].config.timeout",
+	} {
+		var e apiError
+		if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": doc}, &e); st != 400 || e.ErrorCode != "ERR_NGROK_215" || !strings.Contains(e.Msg, field+":") {
+			t.Errorf("PUT %s: %d %s %q, want 400 ERR_NGROK_215 naming %s", doc, st, e.ErrorCode, e.Msg, field)
+		}
+	}
 	for _, x := range []struct {
 		w     *world
 		route string
