@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -263,7 +264,8 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 
 // TestTrafficPolicyActionsOnAgentBinds: agents of two accounts bind endpoints with their own
 // traffic policies: on http binds basic-auth, set-vars and log act on live traffic and each
-// account's records name its own account and endpoint; on a tcp bind on_tcp_connect's log
+// account's records name its own account and endpoint, and http-request's answer reaches the
+// upstream; on a tcp bind on_tcp_connect's log
 // records the connection and close-connection closes it before any byte reaches the agent.
 func TestTrafficPolicyActionsOnAgentBinds(t *testing.T) {
 	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "27000-27999")
@@ -321,6 +323,26 @@ on_http_request:
 	}
 	if len(accounts) != 2 || accounts["bind-a"] == accounts["bind-b"] {
 		t.Errorf("the records' accounts: %v", accounts)
+	}
+
+	// http-request: the bind's policy asks a service (here on this host: a server whose
+	// outbound client refuses loopback needs --outbound-allow-private for it) and the upstream
+	// gets its answer.
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "grant-"+r.URL.Query().Get("who"))
+	}))
+	defer svc.Close()
+	_, tokenA := wa.credential()
+	htun, err := wa.mustConnect(tokenA).Listen(ctx, config.HTTPEndpoint(config.WithDomain("bind-hr.edgeplane.app"), config.WithScheme(config.SchemeHTTP),
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[
+		  {"type":"http-request","config":{"url":"`+svc.URL+`/check","query_params":[{"key":"who","value":"${req.url.path}"}],"on_error":"halt"}},
+		  {"type":"add-headers","config":{"headers":{"x-who":"${actions.ngrok.http_request.res.body}"}}}]}]}`)))
+	if err != nil {
+		t.Fatalf("http-request bind: %v", err)
+	}
+	serveTunnel(t, htun, actionsUpstream)
+	if st, body, _ := get(t, hc, "http://bind-hr.edgeplane.app/echo"); st != 200 || body != "who=grant-/echo user= body=" {
+		t.Errorf("http-request in a bind's policy: %d %q", st, body)
 	}
 
 	// A tcp bind: on_tcp_connect logs the connection and closes it unseen by the agent.
