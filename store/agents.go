@@ -160,11 +160,24 @@ type AgentSessionRow struct {
 
 // AgentTunnelRow is an online tunnel as stored: Doc is its API document (without uri). Name is
 // the public name it serves, lowercase: the hostname of an http, https or tls bind, the address
-// host:port of a tcp bind, "" for a labeled tunnel.
+// host:port of a tcp bind, "" for a labeled tunnel. The rest is what another replica needs to
+// carry the tunnel's public traffic (agent_routes.go).
 type AgentTunnelRow struct {
 	ID, SessionID, AccountID string
 	Name                     string
 	Doc                      json.RawMessage
+	// Proto is the bind's protocol (http, https, tcp, tls; "" for a labeled tunnel), Labels a
+	// labeled tunnel's labels.
+	Proto  string
+	Labels map[string]string
+	// Pooled and TLSDigest are the bind's pooling and the digest of what it asks of its
+	// clients' TLS ("" for nothing): every bind of an endpoint must agree on them, on any
+	// replica.
+	Pooled    bool
+	TLSDigest string
+	// Opts are the bind's options as the agent sent them (the modules it asked for), stored
+	// encrypted: they hold passwords, client secrets and private keys.
+	Opts json.RawMessage
 }
 
 // ErrIDTaken is returned when a session or tunnel id presented again by an agent belongs to
@@ -176,6 +189,11 @@ var ErrIDTaken = errors.New("store: the id belongs to another agent")
 // way, but only to the same credential.
 func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		// The replica that held the session (one that died, or the agent left) learns that its
+		// tunnels are gone.
+		if err := s.bumpReplicas(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND credential_id = ?`, r.ID, r.CredentialID); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
 			return s.classify(err)
@@ -231,6 +249,9 @@ func affectedOne(s *Store, res sql.Result, err error) error {
 // (an agent that reconnected to a replica has taken it over).
 func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		if err := s.bumpReplicas(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND conn = ?`, id, conn); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, conn); err != nil {
 			return s.classify(err)
@@ -243,22 +264,39 @@ func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
 // PutAgentTunnel records a tunnel bound on a session of this replica; a tunnel id presented
 // again by a reconnecting agent is reused only within its account. A tunnel with a name is
 // recorded only while its account may hold the name (holds.go): ErrNameReserved when another
-// account's reservation covers it, ErrNameOnline when another account's agent is online on it.
+// account's reservation covers it, ErrNameOnline when another account's agent is online on it;
+// and only while no bind of the same endpoint on any replica refuses it (ErrEndpointOnline,
+// ErrPoolMix, ErrPoolTLS). The session's replica's generation moves with the row.
 func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
 	name := strings.ToLower(r.Name)
 	if !storable(name) {
 		name = ""
+	}
+	routes, err := s.tunnelRoutes(r)
+	if err != nil {
+		return err
 	}
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		if name != "" {
 			if err := s.holdName(ctx, tx, r.AccountID, name); err != nil {
 				return err
 			}
+			if err := s.holdEndpoint(ctx, tx, r, name); err != nil {
+				return err
+			}
 		}
-		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, name, zone, doc) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, name = excluded.name, zone = excluded.zone, doc = excluded.doc
+		gen, err := s.bumpSessionReplica(ctx, tx, r.SessionID)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, name, zone, doc,
+			proto, labels, pooled, tls_digest, opts, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, name = excluded.name, zone = excluded.zone, doc = excluded.doc,
+			proto = excluded.proto, labels = excluded.labels, pooled = excluded.pooled, tls_digest = excluded.tls_digest,
+			opts = excluded.opts, gen = excluded.gen
 			WHERE agent_tunnels.account_id = excluded.account_id`),
-			r.ID, r.SessionID, r.AccountID, name, zoneOf(name), string(r.Doc))
+			r.ID, r.SessionID, r.AccountID, name, zoneOf(name), string(r.Doc),
+			r.Proto, routes.labels, routes.pooled, r.TLSDigest, routes.opts, gen)
 		return affectedOne(s, res, err)
 	})
 }
@@ -266,9 +304,16 @@ func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
 // DeleteAgentTunnel removes a tunnel row, if its session row is still the connection's.
 func (s *Store) DeleteAgentTunnel(ctx context.Context, id, sessionID, conn string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		_, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE id = ? AND session_id IN
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE id = ? AND session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, sessionID, conn)
-		return s.classify(err)
+		if err != nil {
+			return s.classify(err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return nil
+		}
+		_, err = s.bumpSessionReplica(ctx, tx, sessionID)
+		return err
 	})
 }
 
@@ -309,10 +354,17 @@ const (
 	deadOrOrphanSessions = `SELECT id FROM agent_sessions WHERE replica NOT IN (SELECT replica FROM agent_replicas WHERE seen_at >= ?)`
 )
 
-// touchReplica marks the replica alive now: its sessions count as online for LiveTolerance.
+// touchReplica marks the replica alive now: its sessions count as online for LiveTolerance. A
+// new row carries the replica's link address and starts its generation at the time in
+// microseconds, so that a row made again after the others forgot it (a replica cut off from the
+// store) never shows a generation it showed before.
 func (s *Store) touchReplica(ctx context.Context, tx *wtx, replica string) error {
-	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_replicas (replica, seen_at) VALUES (?, ?)
-		ON CONFLICT (replica) DO UPDATE SET seen_at = excluded.seen_at`), replica, ep.FormatTime(time.Now()))
+	addr, _ := s.peerAddrs.Load(replica)
+	peer, _ := addr.(string)
+	now := time.Now()
+	_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_replicas (replica, seen_at, peer_addr, gen) VALUES (?, ?, ?, ?)
+		ON CONFLICT (replica) DO UPDATE SET seen_at = excluded.seen_at, peer_addr = excluded.peer_addr`),
+		replica, ep.FormatTime(now), peer, now.UnixMicro())
 	return s.classify(err)
 }
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,6 +155,9 @@ type Store struct {
 	sqlitePath, readDSN string
 	// deletes counts delete transactions (cascade.go).
 	deletes deleteCounters
+	// peerAddrs holds the link address each replica of this process announced
+	// (AnnounceReplica), written with its row whenever the row is made again.
+	peerAddrs sync.Map
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
