@@ -94,6 +94,7 @@ func (l *Link) serveConn(c net.Conn) {
 	if err != nil { // VerifyConnection has refused it already
 		return
 	}
+	netx.Trust(c) // a replica: off its address's count of connections before their handshake
 	ws, dog := newWindows(), newWatchdog(l.t.heartbeat)
 	sess := muxado.Server(rawCloser{tc, c}, &muxado.Config{MaxWindowSize: l.window,
 		AcceptBacklog: uint32(l.maxStreams), NewFramer: newGuardFramer(l.window, true, ws, dog)})

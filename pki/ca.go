@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -79,6 +80,11 @@ func LoadCA(certPEM, keyPEM string) (*CA, error) {
 	}
 	return &CA{Cert: cert, CertPEM: certPEM, key: key}, nil
 }
+
+// Signer returns the CA's private key as a signer, for the certificates other packages issue
+// from the same CA (the link certificates between replicas, package peer). The key itself is
+// never exported as PEM.
+func (ca *CA) Signer() crypto.Signer { return ca.key }
 
 // Pool returns a pool holding only this CA, for clients that trust edgeplane.
 func (ca *CA) Pool() *x509.CertPool {

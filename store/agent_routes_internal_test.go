@@ -213,7 +213,11 @@ func TestEndpointHoldRace(t *testing.T) {
 				start := make(chan struct{})
 				wg.Add(2)
 				go func() { defer wg.Done(); <-start; e1 = w.endpoint(w.a, "ts_a", "tn_r1"+name, "https", name, false, "") }()
-				go func() { defer wg.Done(); <-start; e2 = wc.endpoint(w.a, "ts_a2", "tn_r2"+name, "https", name, false, "") }()
+				go func() {
+					defer wg.Done()
+					<-start
+					e2 = wc.endpoint(w.a, "ts_a2", "tn_r2"+name, "https", name, false, "")
+				}()
 				close(start)
 				wg.Wait()
 				if (e1 == nil) == (e2 == nil) {

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,14 +49,33 @@ func (s *session) bind(m *bindMsg) bindResp {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	if berr := s.register(ctx, t); berr != nil {
+	for tries := 1; ; tries++ {
+		berr = s.register(ctx, t)
+		// A random port another replica's tunnel took meanwhile (its row is in the store, not
+		// yet in this replica's directory) is not the agent's problem: take another.
+		if berr == nil || !t.randomPort || berr.code != ep.AgentCodeOnline || tries == maxRandomPortTries {
+			break
+		}
+		t.triedAddrs = append(t.triedAddrs, t.addr)
+		if berr = s.resolveAddr(t, &bindOpts{}); berr != nil {
+			break
+		}
+	}
+	if berr != nil {
 		resp.Error = berr.text()
 		return resp
+	}
+	if t.randomPort {
+		echo, _ = echoOpts(m.Opts, t.url) // the URL of the port taken
 	}
 	resp.ID, resp.URL, resp.Opts = t.id, t.url, echo
 	resp.Extra.Token = t.rowID
 	return resp
 }
+
+// maxRandomPortTries bounds the ports a random-port tcp bind tries when other replicas' tunnels
+// take the ones it chose.
+const maxRandomPortTries = 4
 
 // prepareBind turns a Bind into an unregistered tunnel and the options to echo.
 func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError) {
@@ -67,27 +87,16 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 	if len(m.ID) > 128 {
 		return nil, nil, refuse(ep.AgentCodeBadBind, "The bind id is longer than 128 characters.")
 	}
-	var o bindOpts
-	if len(m.Opts) > 0 && string(m.Opts) != "null" {
-		if err := json.Unmarshal(m.Opts, &o); err != nil {
-			return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
-		}
-	}
 	// The policy's endpoint is filled in below, once the name is resolved: before the tunnel is
 	// registered, so before any traffic reads it.
 	endpoint := &trafficpolicy.Endpoint{Account: s.cred.AccountID, Protocol: m.Proto}
-	o.env = bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog}
-	chain, policy, berr := o.chain(m.Proto, m.Opts)
-	if berr != nil {
-		return nil, nil, berr
-	}
-	etls, berr := tlsSettings(m.Proto, m.Opts)
+	o, mods, berr := buildModules(m.Proto, m.Opts, bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog})
 	if berr != nil {
 		return nil, nil, berr
 	}
 	t := &Tunnel{id: m.ID, sess: s, proto: m.Proto, forwardsTo: m.ForwardsTo, metadata: m.Extra.Metadata,
-		pooled: m.Extra.PoolingEnabled, chain: etls.guard(m.Proto, chain), policy: policy, tls: etls, started: time.Now(),
-		passthrough: m.Proto == "tls" && (etls == nil || !etls.terminate)}
+		pooled: m.Extra.PoolingEnabled, chain: mods.chain, policy: mods.policy, tls: mods.tls, started: time.Now(),
+		passthrough: mods.passthrough, opts: m.Opts}
 	if t.id == "" {
 		t.id, _ = ep.NewID("tn")
 	}
@@ -99,24 +108,13 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 		t.rowID, _ = ep.NewID("tn")
 	}
 	if m.Proto == "tcp" {
-		if berr := s.resolveAddr(t, &o); berr != nil {
+		if berr := s.resolveAddr(t, o); berr != nil {
 			return nil, nil, berr
 		}
-	} else if berr := s.resolveName(t, &o); berr != nil {
+	} else if berr := s.resolveName(t, o); berr != nil {
 		return nil, nil, berr
 	}
-	endpoint.ID, endpoint.URL, endpoint.Host = t.rowID, t.url, t.host
-	switch m.Proto {
-	case "tcp":
-		if host, port, err := net.SplitHostPort(t.addr); err == nil {
-			endpoint.Host = host
-			endpoint.Port, _ = strconv.Atoi(port)
-		}
-	case "http":
-		endpoint.Port = 80
-	default:
-		endpoint.Port = 443
-	}
+	fillEndpoint(endpoint, t.rowID, t.url, t.host, t.addr)
 	echo, err := echoOpts(m.Opts, t.url)
 	if err != nil {
 		return nil, nil, refuse(ep.AgentCodeBadBind, "The bind options are not a JSON object.")
@@ -225,29 +223,34 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
-	serve := func(c net.Conn) { s.gw.serveTCP(t.key().host, c) }
 	if addr == "" {
 		if ok, _ := ep.ACLPermits(s.currentACL(), ep.ACLTarget{RandomTCP: true}); !ok {
 			return refuse(ep.AgentCodeACLRandomTCP, "The credential ACL policy does not permit binding random TCP addresses.\nCredential ID: %s", s.cred.ID)
 		}
 		st := s.gw.cfg.Settings
 		span := st.TCPPortMax - st.TCPPortMin + 1
-		for range min(span, 32) {
-			n, _ := rand.Int(rand.Reader, big.NewInt(int64(span)))
-			port := st.TCPPortMin + int(n.Int64())
+		// At most 32 ports at random; a range of fewer is tried whole, from a random start.
+		first, _ := rand.Int(rand.Reader, big.NewInt(int64(span)))
+		for i := range min(span, 32) {
+			n := (first.Int64() + int64(i)) % int64(span)
+			if span > 32 {
+				pick, _ := rand.Int(rand.Reader, big.NewInt(int64(span)))
+				n = pick.Int64()
+			}
+			port := st.TCPPortMin + int(n)
 			a := st.TCPHost + ":" + strconv.Itoa(port)
 			if _, _, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimAddr, a); err != nil || found {
 				continue
 			}
-			if s.gw.Registry.Online("tcp", a) {
+			if s.gw.Online("tcp", a) || slices.Contains(t.triedAddrs, a) { // here or on another replica
 				continue
 			}
 			t.addr = a
-			l, err := s.gw.cfg.ListenTCP(port, s.cred.AccountID, serve)
+			l, err := s.gw.ports.acquire(a, s.cred.AccountID)
 			if err != nil {
 				continue
 			}
-			t.listener, t.url = l, "tcp://"+a
+			t.listener, t.url, t.randomPort = l, "tcp://"+a, true
 			return nil
 		}
 		return refuse(ep.AgentCodeNoTCPPort, "No free TCP port is left in %d-%d; try again or reserve an address.", st.TCPPortMin, st.TCPPortMax)
@@ -330,38 +333,23 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 			s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
 		}
 	}
-	switch conflict {
-	case "account":
+	if conflict != "" {
 		undo()
 		unrow()
-		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online for another account.", t.url)
-	case "online":
-		undo()
-		unrow()
-		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online. Either\n1. stop your existing endpoint first, or\n2. start both endpoints with pooling enabled to load balance between them.", t.url)
-	case "pool-mix":
-		undo()
-		unrow()
-		return refuse(ep.AgentCodePoolMix, "The endpoint '%s' is online with pooling %s; every bind of a pooled endpoint must enable pooling.", t.url, map[bool]string{true: "disabled", false: "enabled"}[t.pooled])
-	case "pool-tls":
-		undo()
-		unrow()
-		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is online with other TLS settings (mutual TLS CAs, TLS termination or its certificate); every pooled bind of an endpoint must give the same, since the TLS handshake comes before the choice of a bind.", t.url)
-	case "quota-tcp", "quota-labeled":
-		undo()
-		unrow()
-		return accountRefusal(s.gw.cfg.Quotas, kindOf(t.proto))
+		if conflict == "quota-tcp" || conflict == "quota-labeled" {
+			return accountRefusal(s.gw.cfg.Quotas, kindOf(t.proto))
+		}
+		return conflictRefusal(t, conflict)
 	}
 	if t.proto == "tcp" && first {
 		l := t.listener // a random port's, opened while choosing it
 		if l == nil {
-			_, portText, _ := net.SplitHostPort(t.addr)
-			port, _ := strconv.Atoi(portText)
 			var err error
-			if l, err = s.gw.cfg.ListenTCP(port, s.cred.AccountID, func(c net.Conn) { s.gw.serveTCP(t.addr, c) }); err != nil {
+			if l, err = s.gw.ports.acquire(t.addr, s.cred.AccountID); err != nil {
 				s.gw.Registry.remove(t)
 				undo()
 				unrow()
+				port, _ := portOf(t.addr)
 				return refuse(ep.AgentCodeBadBind, "edgeplane cannot listen on port %d for %s: %v", port, t.url, err)
 			}
 		}
@@ -370,6 +358,21 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	}
 	s.gw.log.Info("tunnel online", "session", s.id, "tunnel", t.id, "url", t.url, "labels", t.labels)
 	return nil
+}
+
+// conflictRefusal is the refusal of a bind that conflicts with a bind of its endpoint online
+// here or on another replica: another account's ("account"), one that does not pool ("online"),
+// the other pooling ("pool-mix"), other TLS settings ("pool-tls").
+func conflictRefusal(t *Tunnel, conflict string) *bindError {
+	switch conflict {
+	case "account":
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online for another account.", t.url)
+	case "pool-mix":
+		return refuse(ep.AgentCodePoolMix, "The endpoint '%s' is online with pooling %s; every bind of a pooled endpoint must enable pooling.", t.url, map[bool]string{true: "disabled", false: "enabled"}[t.pooled])
+	case "pool-tls":
+		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is online with other TLS settings (mutual TLS CAs, TLS termination or its certificate); every pooled bind of an endpoint must give the same, since the TLS handshake comes before the choice of a bind.", t.url)
+	}
+	return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online. Either\n1. stop your existing endpoint first, or\n2. start both endpoints with pooling enabled to load balance between them.", t.url)
 }
 
 // label handles StartTunnelWithLabel: a tunnel for edges' tunnel-group backends.

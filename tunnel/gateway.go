@@ -14,6 +14,7 @@ import (
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/peer"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 	Quotas Quotas
 	// CarryTCP, when set, carries a public connection of the tcp endpoint t at addr, in place of
 	// the gateway: the public listeners then record it like their other traffic.
-	CarryTCP func(c net.Conn, t *Tunnel, addr string)
+	CarryTCP func(c net.Conn, t Endpoint, addr string)
 	// Replica names this process in the session rows, so every replica's API lists every
 	// replica's agents and a dead replica's rows expire.
 	Replica string
@@ -45,6 +46,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is edgeplane's version, told to agents in AuthResp.
 	Version string
+	// Link, when not nil, is this replica's link to the other replicas (--peer-listen): the
+	// gateway then routes public connections to their tunnels too (the directory, read from
+	// Store), and serves their streams for its own (AcceptPeer). Nil: a single server.
+	Link *peer.Link
+	// DirectoryInterval is how often the directory polls the replicas table (default
+	// DefaultDirectoryInterval).
+	DirectoryInterval time.Duration
 	// CheckInterval is how often the gateway looks at the store's change feed for accounts whose
 	// credentials or reservations changed, and checks their online sessions against the store
 	// (default 500ms): a delete through any replica's API takes them offline within it.
@@ -95,6 +103,12 @@ type Gateway struct {
 	// last succeeded: after a longer gap the other replicas may have forgotten this one's rows.
 	touched   bool
 	lastTouch time.Time
+	// ports owns the public listeners of tcp endpoints, local and remote (nil when tcp binds
+	// are off); dir is the directory of other replicas' tunnels (nil without a link).
+	ports *tcpPorts
+	dir   *directory
+	// onRemoteChange is told when the directory's view changes (SetOnRemoteChange).
+	onRemoteChange func()
 	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
 	// before Serve).
 	echoHandover, streamTypeTimeout time.Duration
@@ -126,6 +140,16 @@ func New(cfg Config) *Gateway {
 	g.every(g.cfg.CheckInterval, g.checkOnce)
 	g.every(touchInterval, g.touchOnce)
 	g.every(commandPoll, g.commandsOnce)
+	if cfg.ListenTCP != nil {
+		g.ports = newTCPPorts(cfg.ListenTCP, g.serveTCP)
+	}
+	if cfg.Link != nil && cfg.Store != nil {
+		if cfg.DirectoryInterval <= 0 {
+			cfg.DirectoryInterval = DefaultDirectoryInterval
+		}
+		g.dir = newDirectory(g, cfg.Store, cfg.Link)
+		g.every(cfg.DirectoryInterval, g.dir.pollOnce)
+	}
 	return g
 }
 

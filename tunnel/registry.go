@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -61,6 +62,13 @@ type Tunnel struct {
 	// listener is the TCP listener a random-port tcp bind opened while choosing its port; the
 	// registry takes it over when the tunnel is added (Registry.tcp).
 	listener io.Closer
+	// randomPort is set for a tcp bind whose port edgeplane chose; triedAddrs are the
+	// addresses it chose before, which other replicas' tunnels had taken.
+	randomPort bool
+	triedAddrs []string
+	// opts are the bind's options as the agent sent them, recorded (sealed) in the tunnel's row
+	// for the other replicas to build the same modules.
+	opts json.RawMessage
 }
 
 // ID is the id proxy streams carry.
@@ -196,6 +204,8 @@ type Registry struct {
 	// quotas bound (quota.go); guarded by mu.
 	accounts map[string]*held
 	quotas   Quotas
+	// byRow finds a registered tunnel by its row id, for the streams other replicas forward.
+	byRow sync.Map
 }
 
 // held is what one account holds on this replica: tcp endpoints (ports) and labeled tunnels.
@@ -298,6 +308,7 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 		r.snap.Store(next)
 		r.count++
 		r.hold(t, 1)
+		r.byRow.Store(t.rowID, t)
 		return "", true
 	}
 	key := t.key()
@@ -317,6 +328,7 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	next.endpoints[key] = &group{tunnels: append(tunnels, t)}
 	r.snap.Store(next)
 	r.count++
+	r.byRow.Store(t.rowID, t)
 	return "", len(tunnels) == 0
 }
 
@@ -392,11 +404,19 @@ func (r *Registry) setTCPListener(addr string, l io.Closer) {
 	r.tcp[addr] = l
 }
 
+// byRowID returns the registered tunnel with the row id, or nil.
+func (r *Registry) byRowID(id string) *Tunnel {
+	t, _ := r.byRow.Load(id)
+	tun, _ := t.(*Tunnel)
+	return tun
+}
+
 // remove takes t offline; it reports whether t was registered. The listener of a tcp endpoint
 // is closed with its last bind.
 func (r *Registry) remove(t *Tunnel) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.byRow.CompareAndDelete(t.rowID, t)
 	old := r.snap.Load()
 	next := &snapshot{endpoints: old.endpoints, labeled: old.labeled}
 	if t.proto == "" {

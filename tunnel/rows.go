@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -37,7 +38,7 @@ func (s *session) putRow(ctx context.Context) error {
 	}
 	if err == nil {
 		s.mu.Lock()
-		s.rows = true
+		s.rows, s.rowsAt = true, time.Now()
 		s.mu.Unlock()
 	}
 	return err
@@ -62,7 +63,13 @@ func (s *session) putTunnelRow(ctx context.Context, t *Tunnel) *bindError {
 	case errors.Is(err, store.ErrNameReserved):
 		return refuse(ep.AgentCodeNotReserved, "The domain %s is reserved by another account.", t.host)
 	case errors.Is(err, store.ErrNameOnline):
-		return refuse(ep.AgentCodeOnline, "The endpoint '%s' is already online for another account.", t.url)
+		return conflictRefusal(t, "account")
+	case errors.Is(err, store.ErrEndpointOnline):
+		return conflictRefusal(t, "online")
+	case errors.Is(err, store.ErrPoolMix):
+		return conflictRefusal(t, "pool-mix")
+	case errors.Is(err, store.ErrPoolTLS):
+		return conflictRefusal(t, "pool-tls")
 	}
 	s.gw.log.Warn("cannot record a tunnel row", "tunnel", t.rowID, "err", err)
 	return refuse(ep.AgentCodeBadBind, "edgeplane cannot record the tunnel right now; try again shortly.")
@@ -73,7 +80,12 @@ func tunnelRow(t *Tunnel) store.AgentTunnelRow {
 	doc := ep.Tunnel{Meta: ep.Meta{ID: t.rowID, CreatedAt: started}, PublicURL: t.url, StartedAt: started,
 		Metadata: t.metadata, Proto: t.proto, TunnelSession: ep.NewRef(t.sess.id), Labels: t.labels, ForwardsTo: t.forwardsTo}
 	body, _ := json.Marshal(doc)
-	return store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Name: t.name(), Doc: body}
+	r := store.AgentTunnelRow{ID: t.rowID, SessionID: t.sess.id, AccountID: t.sess.cred.AccountID, Name: t.name(), Doc: body,
+		Proto: t.proto, Labels: t.labels, Pooled: t.pooled, Opts: t.opts}
+	if t.tls != nil {
+		r.TLSDigest = hex.EncodeToString(t.tls.digest[:])
+	}
+	return r
 }
 
 // reclaim writes again the rows of this replica's sessions and tunnels, after a time in which
@@ -134,10 +146,11 @@ func (g *Gateway) Command(ctx context.Context, sessionID, command string) error 
 	return errors.New("tunnel: unknown command " + command)
 }
 
-// serveTCP carries one public TCP connection to the tcp endpoint at addr.
+// serveTCP carries one public TCP connection to the tcp endpoint at addr, to a bind of this
+// replica or another's.
 func (g *Gateway) serveTCP(addr string, c net.Conn) {
 	defer c.Close()
-	t := g.Registry.Endpoint("tcp", addr)
+	t := g.Endpoint("tcp", addr)
 	if t == nil {
 		return
 	}

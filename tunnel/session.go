@@ -41,8 +41,10 @@ type session struct {
 	// check when the credential changes (which stops the tunnels it no longer permits).
 	acl  []string
 	rows bool // the session row was written
-	done chan struct{}
-	once sync.Once
+	// rowsAt is when it was last written (the directory's movedAway compares it).
+	rowsAt time.Time
+	done   chan struct{}
+	once   sync.Once
 	// authed is set once Auth succeeded (read by the authentication deadline's timer).
 	authed atomic.Bool
 	rpcs   chan struct{}

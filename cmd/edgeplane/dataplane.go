@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -25,8 +24,8 @@ import (
 	"github.com/edgeplane/edgeplane/ingress"
 	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/peer"
 	"github.com/edgeplane/edgeplane/pki"
-	"github.com/edgeplane/edgeplane/server"
 	"github.com/edgeplane/edgeplane/store"
 	"github.com/edgeplane/edgeplane/tunnel"
 )
@@ -45,6 +44,7 @@ type dataPlaneFlags struct {
 	oauthApps, oauthEndpoints                           *listFlag
 	acme                                                *acmeFlags
 	dns                                                 *dnsFlags
+	peer                                                *peerFlags
 	// Connection limits (see connLimits).
 	agentMax, agentMaxPerIP, agentMaxUnauthPerIP *int
 	publicMax, publicMaxPerIP                    *int
@@ -107,6 +107,7 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 		acme: addACMEFlags(fs),
 		iso:  addIsolationFlags(fs),
 		dns:  addDNSFlags(fs),
+		peer: addPeerFlags(fs),
 		fs:   fs,
 	}
 }
@@ -166,7 +167,13 @@ type dataPlane struct {
 	// publicRoots verify the public TLS listener as its clients do (the system's roots and
 	// edgeplane's CA), for the console's replays.
 	publicRoots *x509.CertPool
-	st          *store.Store
+	// peerLn, peerLimiter and peerAdvertise are the link's listener, its limiter and the
+	// address other replicas dial; link is the link once started (dataplane_peer.go).
+	peerLn        net.Listener
+	peerLimiter   *netx.Limiter
+	peerAdvertise string
+	link          *peer.Link
+	st            *store.Store
 	// log is the logger evictions are reported to, once start has one.
 	log atomic.Pointer[slog.Logger]
 }
@@ -187,6 +194,9 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 		return nil, fmt.Errorf("--public-idle-timeout must be a positive duration like %s, got %q", ingress.DefaultIdleTimeout, *f.publicIdle)
 	}
 	if *f.agentListen == "" {
+		if *f.peer.listen != "" {
+			return nil, errors.New("--peer-listen needs the data plane: it carries public traffic between replicas' agent gateways (--agent-listen)")
+		}
 		return d, f.dns.withoutDataPlane()
 	}
 	if d.oauthApps, err = parseOAuthApps(f.oauthApps.values); err != nil {
@@ -250,6 +260,10 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	}
 	if d.httpsLn != nil {
 		d.httpsLn = d.public.ListenPending(d.httpsLn)
+	}
+	if err := d.listenPeer(f.peer); err != nil {
+		d.Close()
+		return nil, err
 	}
 	return d, nil
 }
@@ -331,27 +345,34 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Logger:        log,
 	})
 	d.policyLog = enforce.NewPolicyLog(log)
+	link, err := d.startPeer(ctx, ca, log)
+	if err != nil {
+		return err
+	}
 	d.gw = tunnel.New(tunnel.Config{
 		PolicyLog: d.policyLog,
+		Link:      link,
 		Store:     st,
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
 		ListenTCP: d.pub.ListenTCP,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
-		CarryTCP:  func(c net.Conn, t *tunnel.Tunnel, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
+		CarryTCP:  func(c net.Conn, t tunnel.Endpoint, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
 		Replica:   d.replica,
 		Logger:    log,
 		Version:   versionString(),
 	})
+	// One view of the endpoints for the listeners: this replica's agents' and, with a link,
+	// the other replicas'.
 	d.pub.SetLookup(func(proto, host string) ingress.Endpoint {
-		if t := d.gw.Registry.Endpoint(proto, host); t != nil {
+		if t := d.gw.Endpoint(proto, host); t != nil {
 			return t
 		}
 		return nil
 	})
 	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
-		tunnels := d.gw.Registry.Labeled(account, labels)
+		tunnels := d.gw.Labeled(account, labels)
 		out := make([]ingress.Endpoint, len(tunnels))
 		for i, t := range tunnels {
 			out[i] = t
@@ -376,7 +397,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	// uploaded certificates; the registry the online endpoints.
 	certs.Allowed = func(host string) bool {
 		pl := d.planner.Plan()
-		return d.gw.Registry.Online("https", host) || d.gw.Registry.Online("tls", host) || pl.Serves(host) || pl.Reserved(host)
+		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
 	if d.dns != nil {
@@ -386,6 +407,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return err
 	}
 	go func() { _ = d.gw.Serve(d.agentLn) }()
+	d.servePeer()
 	if d.httpLn != nil {
 		go func() { _ = d.pub.ServeHTTP(d.httpLn) }()
 	}
@@ -393,7 +415,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		go func() { _ = d.pub.ServeTLS(d.httpsLn) }()
 	}
 	log.Info("data plane listening", "agents", addrOf(d.agentLn), "http", addrOf(d.httpLn), "https", addrOf(d.httpsLn),
-		"tcp_host", *f.tcpListenHost)
+		"tcp_host", *f.tcpListenHost, "peer", addrOf(d.peerLn), "peer_advertise", d.peerAdvertise)
 	return nil
 }
 
@@ -410,7 +432,7 @@ func (d *dataPlane) Close() {
 }
 
 func (d *dataPlane) close() {
-	for _, ln := range []net.Listener{d.agentLn, d.httpLn, d.httpsLn} {
+	for _, ln := range []net.Listener{d.agentLn, d.httpLn, d.httpsLn, d.peerLn} {
 		if ln != nil {
 			ln.Close()
 		}
@@ -423,6 +445,9 @@ func (d *dataPlane) close() {
 	}
 	if d.gw != nil {
 		d.gw.Close()
+	}
+	if d.link != nil {
+		d.link.Close()
 	}
 	if d.planner != nil {
 		d.planner.Close()
@@ -453,70 +478,4 @@ func printCA(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	_, err = io.WriteString(stdout, strings.TrimSpace(ca.CertPEM)+"\n")
 	return err
-}
-
-// commander is the data plane as the API's Commander, or nil when it is off.
-func (d *dataPlane) commander() server.Commander {
-	if d.gw == nil {
-		return nil
-	}
-	return d
-}
-
-// Command sends an API command to an agent session of this replica.
-func (d *dataPlane) Command(ctx context.Context, sessionID, replica, command string) error {
-	var outcome string
-	if replica == d.replica {
-		switch err := d.gw.Command(ctx, sessionID, command); {
-		case errors.Is(err, tunnel.ErrNotHere):
-			outcome = tunnel.CommandGone
-		case errors.Is(err, tunnel.ErrUnsupported):
-			outcome = tunnel.CommandUnsupported
-		case err != nil:
-			outcome = tunnel.CommandFailed + err.Error()
-		}
-	} else {
-		var err error
-		if outcome, err = d.relayCommand(ctx, sessionID, replica, command); err != nil {
-			return err
-		}
-	}
-	switch {
-	case outcome == "":
-		return nil
-	case outcome == tunnel.CommandGone:
-		return ep.NotFound()
-	case outcome == tunnel.CommandUnsupported:
-		return &ep.Error{Status: http.StatusConflict, Code: ep.CodeCommandUnsupported,
-			Msg: "The agent of tunnel session " + sessionID + " does not support the " + command + " command."}
-	}
-	return &ep.Error{Status: http.StatusBadGateway, Code: ep.CodeCommandFailed,
-		Msg: "The agent did not carry out the " + command + " command: " + strings.TrimSpace(strings.TrimPrefix(outcome, tunnel.CommandFailed))}
-}
-
-// relayCommand queues a command for the replica holding the session and waits for its outcome,
-// within the request's deadline.
-func (d *dataPlane) relayCommand(ctx context.Context, sessionID, replica, command string) (string, error) {
-	id, err := d.st.QueueAgentCommand(ctx, replica, sessionID, command)
-	if err != nil {
-		return "", err
-	}
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			_ = d.st.DropAgentCommand(context.WithoutCancel(ctx), id)
-			return "", &ep.Error{Status: http.StatusServiceUnavailable, Code: ep.CodeSessionElsewhere,
-				Msg: "Tunnel session " + sessionID + " is held by replica " + replica + ", which did not carry out the command in time."}
-		case <-t.C:
-		}
-		done, outcome, err := d.st.AgentCommandOutcome(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		if done {
-			return outcome, nil
-		}
-	}
 }

@@ -73,6 +73,12 @@ func (d *dataPlane) registerMetrics(m *server.Metrics, api *netx.Limiter) error 
 	}
 	conns.add("agent", d.agent)
 	conns.add("public", d.public)
+	if d.link != nil {
+		conns.add("peer", d.peerLimiter)
+		if err := m.Register(&peerCollector{d: d}); err != nil {
+			return err
+		}
+	}
 	return m.Register(conns, &dataPlaneCollector{d: d}, d.metrics.planBuild)
 }
 

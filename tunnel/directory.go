@@ -1,0 +1,260 @@
+package tunnel
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// The directory of remote tunnels: the online tunnels of the other replicas, read from the
+// store, which this replica's public listeners route to over the link between replicas (package
+// peer). Every replica polls the replicas table (one row per replica) every DirectoryInterval
+// and reads again the tunnel rows of a replica whose generation moved (store.PutAgentTunnel
+// moves it in the same transaction as the row), or that appeared: a bind anywhere reaches
+// every replica's routing within about that interval, on SQLite and PostgreSQL alike. A
+// replica whose row is stale (it has not refreshed it within store.LiveTolerance: it died) or
+// whose link is down is not routed to, so a killed replica's tunnels stop taking traffic as
+// soon as its link drops, and a replica that cannot be reached never holds a connection.
+
+// DirectoryStore is what the directory reads of the store.
+type DirectoryStore interface {
+	AgentReplicas(ctx context.Context) ([]store.AgentReplica, error)
+	ReplicaTunnels(ctx context.Context, replica string, since int64) ([]store.ReplicaTunnel, error)
+}
+
+// DefaultDirectoryInterval is how often the directory polls the replicas table.
+const DefaultDirectoryInterval = 250 * time.Millisecond
+
+// directory is the gateway's view of other replicas' tunnels. The poll loop owns replicas and
+// failed; the public listeners read view, swapped whole.
+type directory struct {
+	g    *Gateway
+	st   DirectoryStore
+	link *peer.Link
+	view atomic.Pointer[dirView]
+
+	replicas map[string]*remoteReplica
+	peers    map[string]string // the peers last given to the link
+	routable map[string]bool   // the replicas routed to in the current view
+	failed   map[string]string // tcp addresses whose port could not be opened, and why
+}
+
+// remoteReplica is what the directory keeps of another replica.
+type remoteReplica struct {
+	// gen is the generation its tunnels were last read at (0: never).
+	gen     int64
+	fresh   bool
+	addr    string
+	tunnels map[string]*remoteTunnel // by row id
+}
+
+// dirView is the remote tunnels routed to now, by endpoint and by account.
+type dirView struct {
+	endpoints map[endpointKey]*remoteGroup
+	labeled   map[string][]*remoteTunnel
+	tcp       map[string]string // the addresses of remote tcp endpoints, and their account
+}
+
+// remoteGroup is the remote binds of one endpoint, all of one account; next spreads
+// connections over them and the endpoint's local binds in turn.
+type remoteGroup struct {
+	tunnels []*remoteTunnel
+	next    atomic.Uint32
+}
+
+var emptyView = &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}}
+
+func newDirectory(g *Gateway, st DirectoryStore, link *peer.Link) *directory {
+	d := &directory{g: g, st: st, link: link, replicas: map[string]*remoteReplica{},
+		routable: map[string]bool{}, failed: map[string]string{}}
+	d.view.Store(emptyView)
+	return d
+}
+
+// pollOnce reads the replicas table, the tunnels of the replicas that changed, and swaps the
+// view when what is routed to changed; it runs every DirectoryInterval.
+func (d *directory) pollOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reps, err := d.st.AgentReplicas(ctx)
+	if err != nil {
+		d.g.log.Warn("directory: cannot read the replicas", "err", err)
+		return
+	}
+	self := d.g.cfg.Replica
+	changed := false
+	seen := map[string]bool{}
+	peers := map[string]string{}
+	for _, rep := range reps {
+		if rep.Replica == self || rep.PeerAddr == "" {
+			continue // this replica, or one without a link: nothing of it can be reached
+		}
+		seen[rep.Replica] = true
+		r := d.replicas[rep.Replica]
+		if r == nil {
+			r = &remoteReplica{tunnels: map[string]*remoteTunnel{}}
+			d.replicas[rep.Replica] = r
+		}
+		r.fresh, r.addr = rep.Fresh, rep.PeerAddr
+		if !rep.Fresh {
+			continue
+		}
+		peers[rep.Replica] = rep.PeerAddr
+		if rep.Gen != r.gen {
+			if d.read(ctx, rep.Replica, r, rep.Gen) {
+				changed = true
+			}
+		}
+	}
+	for id := range d.replicas {
+		if !seen[id] {
+			delete(d.replicas, id)
+			changed = true
+		}
+	}
+	if !maps.Equal(peers, d.peers) {
+		d.peers = peers
+		d.link.SetPeers(peers)
+	}
+	routable := map[string]bool{}
+	for id, r := range d.replicas {
+		if r.fresh && d.link.Up(id) {
+			routable[id] = true
+		}
+	}
+	if !maps.Equal(routable, d.routable) {
+		d.routable = routable
+		changed = true
+	}
+	if changed {
+		d.swap()
+	}
+	d.syncPorts()
+}
+
+// read reads again the tunnels of replica r, now at generation gen; it reports whether any
+// changed. Rows written at or before the generation last read are the ones kept; the others
+// come with their options and are built anew.
+func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen int64) bool {
+	since := r.gen
+	if since > gen {
+		since = 0 // cannot happen (a row made again starts past its old generations); read all
+	}
+	started := time.Now()
+	rows, err := d.st.ReplicaTunnels(ctx, id, since)
+	if err != nil {
+		d.g.log.Warn("directory: cannot read a replica's tunnels", "replica", id, "err", err)
+		return false
+	}
+	next := make(map[string]*remoteTunnel, len(rows))
+	changed := len(rows) != len(r.tunnels)
+	for _, row := range rows {
+		old := r.tunnels[row.ID]
+		if row.Gen <= since && old != nil && old.row.Gen == row.Gen {
+			next[row.ID] = old
+			continue
+		}
+		if row.Gen <= since {
+			// Unchanged, but not kept (it cannot be: every row of the last read was kept):
+			// read the replica whole at the next poll.
+			r.gen = 0
+			return false
+		}
+		next[row.ID] = newRemoteTunnel(row, id, d.link, d.g.cfg.PolicyLog)
+		changed = true
+		if next[row.ID].broken != "" {
+			d.g.log.Warn("directory: a remote tunnel fails closed here", "replica", id, "tunnel", row.ID, "why", next[row.ID].broken)
+		}
+		d.g.movedAway(row.SessionID, started)
+	}
+	r.tunnels, r.gen = next, gen
+	return changed
+}
+
+// swap builds the view of the routable replicas' tunnels and makes it current.
+func (d *directory) swap() {
+	v := &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}, tcp: map[string]string{}}
+	var all []*remoteTunnel
+	for id := range d.routable {
+		for _, t := range d.replicas[id].tunnels {
+			all = append(all, t)
+		}
+	}
+	// Oldest row first (row ids are KSUIDs): when rows disagree on the account of a name (they
+	// cannot, while the store's holds are kept), the first bind's account keeps it.
+	sort.Slice(all, func(i, j int) bool { return all[i].row.ID < all[j].row.ID })
+	for _, t := range all {
+		switch {
+		case t.row.Proto == "" && len(t.row.Labels) > 0:
+			v.labeled[t.row.AccountID] = append(v.labeled[t.row.AccountID], t)
+		case t.row.Proto == "http" || t.row.Proto == "https" || t.row.Proto == "tcp" || t.row.Proto == "tls":
+			if t.row.Name == "" {
+				continue
+			}
+			key := endpointKey{t.row.Proto, strings.ToLower(t.row.Name)}
+			grp := v.endpoints[key]
+			if grp == nil {
+				grp = &remoteGroup{}
+				v.endpoints[key] = grp
+			}
+			if len(grp.tunnels) > 0 && grp.tunnels[0].row.AccountID != t.row.AccountID {
+				continue
+			}
+			grp.tunnels = append(grp.tunnels, t)
+			if t.row.Proto == "tcp" {
+				v.tcp[key.host] = t.row.AccountID
+			}
+		}
+	}
+	// A group keeps its turn across swaps, so a poll does not restart the round robin.
+	old := d.view.Load()
+	for key, grp := range v.endpoints {
+		if o := old.endpoints[key]; o != nil {
+			grp.next.Store(o.next.Load())
+		}
+	}
+	d.view.Store(v)
+	d.g.remoteChanged()
+}
+
+// syncPorts keeps a listener open on every remote tcp endpoint's port, and logs each port that
+// cannot be opened once per reason (it is tried again at every poll).
+func (d *directory) syncPorts() {
+	if d.g.ports == nil {
+		return
+	}
+	failed := d.g.ports.setRemote(d.view.Load().tcp)
+	for addr, err := range failed {
+		if d.failed[addr] != err.Error() {
+			d.g.log.Warn("directory: cannot listen for another replica's tcp endpoint; trying again", "addr", addr, "err", err)
+			d.failed[addr] = err.Error()
+		}
+	}
+	for addr := range d.failed {
+		if _, still := failed[addr]; !still {
+			delete(d.failed, addr)
+		}
+	}
+}
+
+// group returns the remote binds of an endpoint routed to now, nil for none.
+func (d *directory) group(key endpointKey) *remoteGroup {
+	return d.view.Load().endpoints[key]
+}
+
+// labeledOf returns the remote labeled tunnels of the account whose labels include want.
+func (d *directory) labeledOf(account string, want map[string]string, out []Endpoint) []Endpoint {
+	for _, t := range d.view.Load().labeled[account] {
+		if ep.LabelsMatch(t.row.Labels, want) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

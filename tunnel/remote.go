@@ -1,0 +1,132 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/plan"
+	"github.com/edgeplane/edgeplane/store"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
+)
+
+// Endpoint is an online endpoint or labeled tunnel as the public listeners use it: a tunnel of
+// this replica's agents (*Tunnel) or of another replica's (remoteTunnel). It has the methods of
+// ingress.Endpoint, which cmd hands the listeners.
+type Endpoint interface {
+	ID() string
+	AccountID() string
+	Chain() *enforce.Chain
+	HTTPHandler(build func() http.Handler) http.Handler
+	AllowConn(c net.Conn) bool
+	Passthrough() bool
+	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
+	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
+}
+
+// remoteTunnel is a tunnel held by another replica, read from its row: its modules are built
+// here from the row's options, by the code a bind runs (buildModules), so a public connection
+// meets them on the replica it arrived at; Dial carries the connection over the link to the
+// holding replica, which opens the agent's stream with the same proxy header.
+type remoteTunnel struct {
+	row     store.ReplicaTunnel // without its options
+	replica string
+	link    *peer.Link
+	mods    bindModules
+	// broken says why the row's options could not be opened or built here (a module this
+	// replica cannot apply, a key it does not have): the endpoint fails closed instead of being
+	// served without them.
+	broken  string
+	handler struct {
+		once sync.Once
+		h    http.Handler
+	}
+}
+
+// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. log
+// records its traffic policy's log actions, on this replica.
+func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, log *enforce.PolicyLog) *remoteTunnel {
+	r := &remoteTunnel{row: row, replica: replica, link: link}
+	r.row.Opts = nil // kept only as the modules they make
+	switch {
+	case row.OptsErr != nil:
+		r.broken = "its options cannot be opened on this replica: " + row.OptsErr.Error()
+	case row.Proto != "":
+		endpoint := &trafficpolicy.Endpoint{Account: row.AccountID, Protocol: row.Proto}
+		url, host, addr := row.Proto+"://"+row.Name, row.Name, ""
+		if row.Proto == "tcp" {
+			host, addr = "", row.Name
+		}
+		fillEndpoint(endpoint, row.ID, url, host, addr)
+		if _, mods, berr := buildModules(row.Proto, row.Opts, bindEnv{endpoint: endpoint, log: log}); berr != nil {
+			r.broken = "its options cannot be applied on this replica: " + berr.msg
+		} else {
+			r.mods = mods
+		}
+	}
+	return r
+}
+
+// ID names the tunnel for the public listeners' connection reuse and logs: its row id, which
+// no local bind id can equal by accident.
+func (r *remoteTunnel) ID() string { return "peer/" + r.row.ID }
+
+func (r *remoteTunnel) AccountID() string { return r.row.AccountID }
+
+// Chain is the stages of the bind's modules; for a row whose options could not be built, one
+// stage answering 503 ERR_NGROK_3210.
+func (r *remoteTunnel) Chain() *enforce.Chain {
+	if r.broken != "" {
+		return &enforce.Chain{HTTP: []enforce.Stage{failClosed(r.broken)}}
+	}
+	return r.mods.chain
+}
+
+func (r *remoteTunnel) HTTPHandler(build func() http.Handler) http.Handler {
+	r.handler.once.Do(func() { r.handler.h = build() })
+	return r.handler.h
+}
+
+// AllowConn runs the connection stages as Tunnel.AllowConn does; a broken row admits nothing.
+func (r *remoteTunnel) AllowConn(c net.Conn) bool {
+	if r.broken != "" {
+		return false
+	}
+	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	return r.mods.chain.AllowConn(client.Addr().Unmap()) && r.mods.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+}
+
+func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }
+
+// TLSPolicy is the bind's TLS settings, as Tunnel.TLSPolicy.
+func (r *remoteTunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
+	if r.mods.tls == nil {
+		return plan.TLSPolicy{}, nil
+	}
+	return r.mods.tls.policy, r.mods.tls.cert
+}
+
+// Dial opens a link stream to the holding replica, which opens the agent's stream for it with
+// this proxy header. Its errors wrap peer.ErrNoTunnel (the agent has gone since the row was
+// read), peer.ErrAgentDial or peer.ErrUnavailable (the replica could not be asked).
+func (r *remoteTunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
+	return r.link.Dial(ctx, r.replica, "", peer.Request{TunnelID: r.row.ID, ClientAddr: clientAddr, Proto: proto,
+		EdgeType: edgeType, Passthrough: passthrough})
+}
+
+// failClosed is the stage of a remote bind whose modules this replica cannot build.
+type failClosed string
+
+func (f failClosed) Name() string { return "unavailable" }
+
+func (f failClosed) Wrap(http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		enforce.ErrorPage(w, http.StatusServiceUnavailable, 3210,
+			"This endpoint's agent is connected to another edgeplane replica, and "+string(f)+"; it refuses the traffic rather than serve it without them.")
+	})
+}

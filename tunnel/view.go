@@ -1,0 +1,125 @@
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/edgeplane/edgeplane/peer"
+)
+
+// One view of the online endpoints for the public listeners: an endpoint's binds are those of
+// this replica's agents and those of the other replicas' (the directory), taken in turn as one
+// server takes pooled binds; a tunnel-group backend chooses among the labeled tunnels of both.
+
+// Endpoint returns a bind of the online endpoint for proto (http, https, tls, tcp) and host
+// (the address for tcp), here or on another replica, or nil when none is online. The binds of
+// an endpoint take its connections in turn, wherever they are; another replica's bind of a
+// name another account serves here is never chosen.
+func (g *Gateway) Endpoint(proto, host string) Endpoint {
+	key := endpointKey{proto, strings.ToLower(host)}
+	local := g.Registry.snap.Load().endpoints[key]
+	var remote *remoteGroup
+	if g.dir != nil {
+		remote = g.dir.group(key)
+	}
+	switch {
+	case remote == nil && local == nil:
+		return nil
+	case remote == nil:
+		return local.pick()
+	case local != nil && local.tunnels[0].AccountID() != remote.tunnels[0].row.AccountID:
+		return local.pick()
+	}
+	nl := 0
+	if local != nil {
+		nl = len(local.tunnels)
+	}
+	i := int(remote.next.Add(1)-1) % (nl + len(remote.tunnels))
+	if i < nl {
+		return local.tunnels[i]
+	}
+	return remote.tunnels[i-nl]
+}
+
+// Online reports whether an endpoint of proto serves host, here or on another replica.
+func (g *Gateway) Online(proto, host string) bool { return g.Endpoint(proto, host) != nil }
+
+// Labeled returns the online labeled tunnels of the account whose labels include all of want,
+// here and on other replicas.
+func (g *Gateway) Labeled(account string, want map[string]string) []Endpoint {
+	var out []Endpoint
+	for _, t := range g.Registry.Labeled(account, want) {
+		out = append(out, t)
+	}
+	if g.dir != nil {
+		out = g.dir.labeledOf(account, want, out)
+	}
+	return out
+}
+
+// SetOnRemoteChange sets a function called (from the directory's loop) each time the tunnels
+// of other replicas routed to change, for whatever waits on the online endpoints (requests
+// waiting for a moving endpoint). Call it before serving.
+func (g *Gateway) SetOnRemoteChange(f func()) { g.onRemoteChange = f }
+
+func (g *Gateway) remoteChanged() {
+	if g.onRemoteChange != nil {
+		g.onRemoteChange()
+	}
+}
+
+// AcceptPeer opens the stream to the agent of a tunnel of this replica for a public connection
+// another replica forwards (peer.Config.Accept): the tunnel is found by its row id among the
+// tunnels online here, and its agent is given the proxy header the other replica asked for. A
+// tunnel this replica does not hold is never dialled: peer.ErrNoTunnel.
+func (g *Gateway) AcceptPeer(ctx context.Context, req peer.Request) (net.Conn, error) {
+	t := g.Registry.byRowID(req.TunnelID)
+	if t == nil {
+		return nil, fmt.Errorf("%w: no tunnel %s is online here", peer.ErrNoTunnel, req.TunnelID)
+	}
+	c, err := t.Dial(ctx, req.ClientAddr, req.Proto, req.EdgeType, req.Passthrough)
+	if errors.Is(err, ErrSessionGone) {
+		return nil, fmt.Errorf("%w: the agent of tunnel %s has gone", peer.ErrNoTunnel, req.TunnelID)
+	}
+	return c, err
+}
+
+// movedAway ends the session of this replica with the id a tunnel row of another replica
+// names, when its row was written before that replica's rows were read: the agent has
+// reconnected there (and taken its session id along), while this end has not noticed yet
+// (its connection lost without a reset). Its binds would otherwise take a share of the
+// endpoint's traffic and fail it.
+func (g *Gateway) movedAway(sessionID string, readAt time.Time) {
+	s := g.session(sessionID)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	stale := s.rows && s.rowsAt.Before(readAt)
+	s.mu.Unlock()
+	if stale {
+		g.log.Info("agent session ended: its agent reconnected to another replica", "session", s.id)
+		s.close()
+	}
+}
+
+// RemoteTunnels returns how many tunnels of other replicas this replica routes to now (endpoint
+// binds and labeled tunnels), for metrics.
+func (g *Gateway) RemoteTunnels() int {
+	if g.dir == nil {
+		return 0
+	}
+	v := g.dir.view.Load()
+	n := 0
+	for _, grp := range v.endpoints {
+		n += len(grp.tunnels)
+	}
+	for _, l := range v.labeled {
+		n += len(l)
+	}
+	return n
+}
