@@ -415,7 +415,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		go func() { _ = d.pub.ServeTLS(d.httpsLn) }()
 	}
 	log.Info("data plane listening", "agents", addrOf(d.agentLn), "http", addrOf(d.httpLn), "https", addrOf(d.httpsLn),
-		"tcp_host", *f.tcpListenHost, "peer", addrOf(d.peerLn), "peer_advertise", d.peerAdvertise)
+		"tcp_host", *f.tcpListenHost, "peer", addrOf(d.peerLn), "peer_advertise", d.peerAdvertise, "replica", d.replica)
 	return nil
 }
 
