@@ -247,7 +247,7 @@ func (c *cluster) startReplica(ip string) *clusterReplica {
 	args := []string{"--db", c.dsn, "--listen", at(p.api), "--agent-listen", at(p.agent), "--http-listen", at(p.http),
 		"--https-listen", at(p.https), "--tcp-listen-host", ip, "--peer-listen", at(p.peer),
 		"--tcp-addr-host", clusterIPs[0], "--tcp-port-range", fmt.Sprintf("%d-%d", p.tcpLow, p.tcpHigh),
-		"--agent-hostnames", "localhost,127.0.0.1", "--log-level", "debug",
+		"--agent-hostnames", "localhost," + strings.Join(clusterIPs, ","), "--log-level", "debug",
 		// Behind the balancer every client comes from 127.0.0.1.
 		"--max-connections-per-ip", "0", "--agent-max-connections-per-ip", "0",
 		"--agent-max-unauthenticated-per-ip", "0", "--public-max-connections-per-ip", "0"}
