@@ -3,7 +3,9 @@ package agents
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"golang.ngrok.com/ngrok/config"
@@ -53,6 +55,28 @@ func TestClusterSpreads(t *testing.T) {
 	t.Logf("pooled endpoint: %v", seen)
 	if seen[r2.ip] == 0 || seen[r3.ip] == 0 {
 		t.Errorf("a pooled endpoint with binds on two replicas: %v of 100 requests to each, want some to both", seen)
+	}
+
+	// Each replica's metrics show its links up, by the peers' advertised addresses, and the
+	// connections and bytes it forwarded and carried for the others.
+	var out, in, sent, received float64
+	for _, r := range c.replicas {
+		m := r.metrics()
+		for _, o := range c.others(r) {
+			peer := net.JoinHostPort(o.ip, strconv.Itoa(c.ports.peer))
+			m.want(`edgeplane_peer_link_up{peer="`+peer+`"}`, 1)
+			out += m.value(`edgeplane_peer_forwarded_total{direction="out",peer="` + peer + `",result="ok"}`)
+			in += m.value(`edgeplane_peer_forwarded_total{direction="in",peer="` + peer + `",result="ok"}`)
+			sent += m.value(`edgeplane_peer_bytes_total{direction="sent",peer="` + peer + `"}`)
+			received += m.value(`edgeplane_peer_bytes_total{direction="received",peer="` + peer + `"}`)
+		}
+		if n := m.value(`edgeplane_remote_tunnels`); n < 2 {
+			t.Errorf("replica %s routes to %v tunnels of other replicas, want at least 2", r.ip, n)
+		}
+	}
+	if out == 0 || out != in || sent == 0 || sent != received {
+		t.Errorf("the replicas forwarded %v connections (%v bytes) and carried %v (%v bytes) for each other, want the same, more than none",
+			out, sent, in, received)
 	}
 
 	// Every replica's API lists A's four sessions and tunnels, wherever they are.
