@@ -18,7 +18,8 @@
 //	go run ./cmd/edgeplane-bench [-duration 3s] [-large 1000000] [-out bench/results.md]
 //
 // or `make bench`. `edgeplane-bench traffic` is the data-plane benchmark instead (see
-// traffic.go), or `make bench-traffic`.
+// traffic.go), or `make bench-traffic`; `edgeplane-bench replicas` the benchmark of traffic
+// forwarded between replicas (replicas.go).
 package main
 
 import (
@@ -86,6 +87,10 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "scale" {
 		exit(scaleBench(ctx, os.Args[2:]))
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "replicas" {
+		exit(replicasBench(ctx, os.Args[2:]))
 		return
 	}
 	exit(bench(ctx, os.Args[1:]))

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeplane/edgeplane/internal/testdb"
+	"github.com/edgeplane/edgeplane/store"
+)
+
+// The replicas benchmark: `edgeplane-bench replicas`. Two replicas of edgeplane on one
+// PostgreSQL database, linked (--peer-listen), an ngrok-go agent connected to replica A with an
+// https endpoint forwarding to the traffic benchmark's upstream, and the same requests sent to
+// replica A (local: the agent's own replica) and to replica B (forwarded: B terminates TLS and
+// carries the connection over its link to A, which opens the agent's stream). The paths
+// alternate over the rounds; the table shows the forwarded path's rate and p99 against the
+// local one's in the same round, the bytes per second of a bulk transfer each way, and the
+// memory a forwarded stream costs the two replicas against a local one's.
+const replicasUsage = `go run ./cmd/edgeplane-bench replicas [-duration 2s] [-rounds 5] [-bulk 256MiB] [-streams 1000] [-out bench/replicas.md]`
+
+// The targets of issue 31: a forwarded request at least 70% of the local rate, its p99 at most
+// 1.5 times, a forwarded bulk transfer at least 70% of the local bytes per second.
+const (
+	replicasRateTarget = 0.70
+	replicasP99Target  = 1.5
+	replicasBulkTarget = 0.70
+)
+
+const (
+	pathLocal     = "local (at the agent's replica)"
+	pathForwarded = "forwarded (over the link)"
+)
+
+// replicasRunner holds one run of the replicas benchmark.
+type replicasRunner struct {
+	trafficRunner
+	streams  int
+	postgres string
+	memory   []memoryRow
+}
+
+// memoryRow is the memory held for n open public connections through one path, each with its
+// stream to the agent open (an idle keep-alive connection after one request).
+type memoryRow struct {
+	path  string
+	n     int
+	bytes map[string]int64 // heap and stacks in use, grown, by replica
+}
+
+func replicasBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("edgeplane-bench replicas", flag.ContinueOnError)
+	b := &replicasRunner{trafficRunner: trafficRunner{rounds: map[resultKey][]round{}}}
+	cfg := &b.cfg
+	fs.DurationVar(&cfg.window, "duration", 2*time.Second, "measured time of each path in each round")
+	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up of each path in each round")
+	concs := fs.String("concurrency", "16,64", "comma-separated concurrencies")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per concurrency, alternating the two paths; the table shows medians")
+	bulk := fs.String("bulk", "256MiB", "size of each bulk download and upload (0 skips them)")
+	fs.IntVar(&b.streams, "streams", 1000, "open connections for the memory measure (0 skips it)")
+	fs.StringVar(&cfg.out, "out", "bench/replicas.md", "Markdown file for the results (empty: stdout only)")
+	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
+	fs.StringVar(&b.postgres, "postgres", os.Getenv(testdb.PostgresEnv), "PostgreSQL DSN (default $"+testdb.PostgresEnv+"); the replicas share it")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the working directory (logs) and the PostgreSQL schema")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if cfg.conc, err = parseConcurrencies(*concs); err != nil {
+		return err
+	}
+	if cfg.bulk, err = parseSize(*bulk); err != nil {
+		return fmt.Errorf("-bulk: %w", err)
+	}
+	switch {
+	case b.postgres == "":
+		return errors.New("the replicas share a PostgreSQL database: give -postgres or set " + testdb.PostgresEnv)
+	case cfg.window <= 0 || cfg.window > time.Minute || cfg.warmup < 0 || cfg.warmup > time.Minute:
+		return errors.New("-duration must be in (0, 1m] and -warmup in [0, 1m]")
+	case cfg.rounds < 1 || cfg.rounds > 50:
+		return errors.New("-rounds must be from 1 to 50")
+	case b.streams < 0 || b.streams > 20000:
+		return errors.New("-streams must be from 0 to 20000")
+	}
+	work, cleanup, err := workDir("edgeplane-replicas-", cfg.keep)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	b.work = work
+	if b.self, err = os.Executable(); err != nil {
+		return err
+	}
+	if cfg.binary == "" {
+		if err := b.build(ctx); err != nil {
+			return err
+		}
+	}
+	if os.Getenv(store.SecretKeyEnv) == "" {
+		os.Setenv(store.SecretKeyEnv, store.NewSecretKey()) // the replicas inherit it
+	}
+	dsn, drop, err := freshSchema(ctx, b.postgres)
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		defer fmt.Fprintln(os.Stderr, "PostgreSQL database kept:", dsn)
+	} else {
+		defer drop()
+	}
+	started := time.Now()
+	if err := b.runReplicas(ctx, dsn); err != nil {
+		return err
+	}
+	return publish(b.replicasReport(time.Since(started)), cfg.out)
+}
+
+// replica is one running `edgeplane serve` of the benchmark.
+type replica struct {
+	srv           *child
+	agents, https string
+}
+
+var replicaLine = regexp.MustCompile(`msg="data plane listening" agents=(\S+) http=\S* https=(\S*)`)
+
+// startReplica runs serve on dsn with a link, its public listeners unlimited per address (the
+// load comes from one), and a long keep-alive idle time (the memory measure holds connections
+// open).
+func (b *replicasRunner) startReplica(name, dsn string) (*replica, error) {
+	logPath := filepath.Join(b.work, "edgeplane-"+name+".log")
+	srv, err := startChild("replica "+name, b.cfg.binary, []string{"serve", "--listen", "{addr}", "--db", dsn,
+		"--agent-listen", "127.0.0.1:0", "--http-listen", "", "--https-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
+		"--public-max-connections", "0", "--public-max-connections-per-ip", "0", "--public-idle-timeout", "5m"},
+		nil, logPath)
+	if err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		log, _ := os.ReadFile(logPath)
+		if m := replicaLine.FindSubmatch(log); m != nil {
+			return &replica{srv: srv, agents: string(m[1]), https: string(m[2])}, nil
+		}
+		if time.Now().After(deadline) {
+			srv.stop()
+			return nil, fmt.Errorf("replica %s printed no data plane line:\n%s", name, tail(logPath, 2000))
+		}
+	}
+}
+
+// runReplicas starts the upstream, the two replicas and the agent, and measures.
+func (b *replicasRunner) runReplicas(ctx context.Context, dsn string) error {
+	up, err := startChild("upstream", b.self, []string{"traffic-upstream", "--listen", "{addr}"}, nil, filepath.Join(b.work, "upstream.log"))
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	logf("starting two replicas on PostgreSQL and the agent")
+	a, err := b.startReplica("A", dsn)
+	if err != nil {
+		return err
+	}
+	defer a.srv.stop()
+	token := ""
+	for deadline := time.Now().Add(10 * time.Second); token == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		log, _ := os.ReadFile(a.srv.log)
+		token = bootstrapToken(string(log))
+	}
+	if token == "" {
+		return errors.New("replica A printed no API key")
+	}
+	bb, err := b.startReplica("B", dsn)
+	if err != nil {
+		return err
+	}
+	defer bb.srv.stop()
+	caPEM, err := exec.CommandContext(ctx, b.cfg.binary, "ca", "--db", dsn).Output()
+	if err != nil {
+		return fmt.Errorf("edgeplane ca: %w", err)
+	}
+	ca := x509.NewCertPool()
+	if !ca.AppendCertsFromPEM(caPEM) {
+		return errors.New("edgeplane ca printed no certificate")
+	}
+	caPath := filepath.Join(b.work, "edgeplane-ca.pem")
+	if err := os.WriteFile(caPath, caPEM, 0o644); err != nil {
+		return err
+	}
+	api := &apiClient{base: "http://" + a.srv.addr, token: token}
+	var cred struct{ Token string }
+	if err := api.create("/credentials", map[string]any{"acl": []string{}, "description": "replicas benchmark"}, &cred); err != nil {
+		return err
+	}
+	agent, err := startChild("agent", b.self, []string{"traffic-agent", "--listen", "{addr}", "--server", a.agents,
+		"--ca", caPath, "--upstream", "http://" + up.addr, "--domain", endpointHost},
+		[]string{"EDGEPLANE_BENCH_AUTHTOKEN=" + cred.Token}, filepath.Join(b.work, "agent.log"))
+	if err != nil {
+		return err
+	}
+	defer agent.stop()
+	tlsTo := func() *tls.Config {
+		return &tls.Config{RootCAs: ca, ServerName: endpointHost, NextProtos: []string{"http/1.1"},
+			ClientSessionCache: tls.NewLRUClientSessionCache(256)}
+	}
+	b.paths = []*trafficPath{
+		{name: pathLocal, addr: a.https, host: endpointHost, tls: tlsTo(), middle: []*child{a.srv, agent}},
+		{name: pathForwarded, addr: bb.https, host: endpointHost, tls: tlsTo(), middle: []*child{bb.srv, a.srv, agent}},
+	}
+	for _, p := range b.paths {
+		p.req = request("GET", p.host, "/", "", nil)
+		if err := waitPath(ctx, p); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.cfg.conc {
+		for i := range b.cfg.rounds {
+			for k := range b.paths {
+				p := b.paths[(i+k)%len(b.paths)]
+				r, err := measureRound(ctx, p, c, b.cfg.warmup, b.cfg.window)
+				if err != nil {
+					return err
+				}
+				b.rounds[resultKey{p.name, c}] = append(b.rounds[resultKey{p.name, c}], r)
+				logf("c=%-3d round %d  %-32s %8.0f req/s  p50 %7s  p99 %7s  errors %d %s",
+					c, i+1, p.name, r.rps(), fmtDur(r.p50), fmtDur(r.p99), r.errors, r.firstErr)
+			}
+		}
+	}
+	if b.cfg.bulk > 0 {
+		for _, upload := range []bool{false, true} {
+			dir := map[bool]string{false: "download", true: "upload"}[upload]
+			for _, p := range b.paths {
+				t := bulkTransfer(ctx, p, upload, b.cfg.bulk, p.middle[0])
+				b.bulk = append(b.bulk, bulkRow{path: p.name, direction: dir, t: t})
+				logf("%-8s %-32s %s in %s: %.0f MB/s %v", dir, p.name, fmtSize(b.cfg.bulk), t.elapsed.Round(time.Millisecond), t.mbps(), t.err)
+			}
+		}
+	}
+	if b.streams > 0 {
+		replicas := map[string]*child{"A": a.srv, "B": bb.srv}
+		for _, p := range []*trafficPath{b.paths[1], b.paths[0]} {
+			row, err := holdStreams(ctx, p, b.streams, replicas)
+			if err != nil {
+				return err
+			}
+			b.memory = append(b.memory, row)
+			logf("%d open streams %-32s %v", row.n, p.name, row.bytes)
+		}
+	}
+	return ctx.Err()
+}
+
+// heapInUse is the Go heap and stacks a replica has in use, from its /metrics.
+func heapInUse(c *child) (int64, error) {
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		return 0, fmt.Errorf("%s /metrics: %w", c.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		return 0, fmt.Errorf("%s /metrics: %d %v", c.name, resp.StatusCode, err)
+	}
+	var total int64
+	for line := range strings.SplitSeq(string(body), "\n") {
+		for _, name := range []string{"go_memstats_heap_inuse_bytes ", "go_memstats_stack_inuse_bytes "} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return 0, err
+				}
+				total += int64(f)
+			}
+		}
+	}
+	return total, nil
+}
+
+// holdStreams opens n connections through p, each making one request and then staying open
+// (its stream to the agent stays open with it), and reports how much the replicas' heap and
+// stacks in use grew while they are held; it closes them all before returning.
+func holdStreams(ctx context.Context, p *trafficPath, n int, replicas map[string]*child) (memoryRow, error) {
+	row := memoryRow{path: p.name, n: n, bytes: map[string]int64{}}
+	time.Sleep(2 * time.Second) // the earlier connections' memory back to the heap
+	before := map[string]int64{}
+	for name, c := range replicas {
+		v, err := heapInUse(c)
+		if err != nil {
+			return row, err
+		}
+		before[name] = v
+	}
+	doers := make([]doer, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	for i := range doers {
+		doers[i] = p.newDoer()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if status, _, err := doers[i].do(p.req); err != nil || status != 200 {
+				errs <- fmt.Errorf("%s: connection %d: %d %v", p.name, i, status, err)
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, d := range doers {
+			d.close()
+		}
+	}()
+	select {
+	case err := <-errs:
+		return row, err
+	default:
+	}
+	for name, c := range replicas {
+		v, err := heapInUse(c)
+		if err != nil {
+			return row, err
+		}
+		row.bytes[name] = v - before[name]
+	}
+	return row, ctx.Err()
+}
+
+// replicasReport renders the results as Markdown.
+func (b *replicasRunner) replicasReport(took time.Duration) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "# edgeplane replicas benchmark\n\n")
+	fmt.Fprintf(&w, "Run %s on %s. The whole run took %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine(), took.Round(time.Second))
+	fmt.Fprintf(&w, "Command: `%s`; this run: %d rounds of %s measured (after %s of warm-up) per path and concurrency.\n\n",
+		replicasUsage, b.cfg.rounds, b.cfg.window, b.cfg.warmup)
+	fmt.Fprintf(&w, "Two replicas on one PostgreSQL, an ngrok-go agent on replica A with an https endpoint; requests over HTTPS (HTTP/1.1, keep-alive) to A (local) and to B (forwarded over the link to A). Ratios are paired: each round's forwarded figure against the local one of the same round, median over the rounds.\n\n")
+	fmt.Fprintf(&w, "| concurrency | local req/s | forwarded req/s | rate (target ≥ %.0f%%) | local p99 | forwarded p99 | p99 (target ≤ %.1f×) | CPU per request, local (A, agent) | forwarded (B, A, agent) |\n|---|---|---|---|---|---|---|---|---|\n",
+		replicasRateTarget*100, replicasP99Target)
+	for _, c := range b.cfg.conc {
+		local, fwd := b.rounds[resultKey{pathLocal, c}], b.rounds[resultKey{pathForwarded, c}]
+		var rate, p99 []float64
+		for i := range min(len(local), len(fwd)) {
+			if local[i].rps() > 0 && local[i].p99 > 0 {
+				rate = append(rate, fwd[i].rps()/local[i].rps())
+				p99 = append(p99, float64(fwd[i].p99)/float64(local[i].p99))
+			}
+		}
+		ls, fs := b.stats(b.paths[0], c), b.stats(b.paths[1], c)
+		fmt.Fprintf(&w, "| %d | %.0f | %.0f | %.0f%% %s | %s | %s | %.2f× %s | %s | %s |\n", c, ls.rps, fs.rps,
+			median(rate)*100, mark(median(rate) >= replicasRateTarget), secs(ls.p99), secs(fs.p99),
+			median(p99), mark(median(p99) <= replicasP99Target), cpuList(ls.cpu), cpuList(fs.cpu))
+		if ls.errors+fs.errors > 0 {
+			fmt.Fprintf(&w, "\nErrors at c=%d: local %d (%s), forwarded %d (%s)\n\n", c, ls.errors, ls.firstErr, fs.errors, fs.firstErr)
+		}
+	}
+	if len(b.bulk) > 0 {
+		fmt.Fprintf(&w, "\n| bulk transfer, %s | local MB/s | forwarded MB/s | ratio (target ≥ %.0f%%) |\n|---|---|---|---|\n", fmtSize(b.cfg.bulk), replicasBulkTarget*100)
+		for _, dir := range []string{"download", "upload"} {
+			l, f := b.bulkOf(pathLocal, dir), b.bulkOf(pathForwarded, dir)
+			if l == nil || f == nil {
+				continue
+			}
+			ratio := 0.0
+			if l.t.mbps() > 0 {
+				ratio = f.t.mbps() / l.t.mbps()
+			}
+			fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.0f%% %s |\n", dir, l.t.mbps(), f.t.mbps(), ratio*100, mark(ratio >= replicasBulkTarget))
+		}
+	}
+	if len(b.memory) > 0 {
+		fmt.Fprintf(&w, "\n| memory per open stream (Go heap and stacks in use, grown with %d connections held open) | replica A | replica B | per stream |\n|---|---|---|---|\n", b.memory[0].n)
+		for _, m := range b.memory {
+			fmt.Fprintf(&w, "| %s | %s | %s | %s |\n", m.path, fmtBytes(m.bytes["A"]), fmtBytes(m.bytes["B"]),
+				fmtBytes((m.bytes["A"]+m.bytes["B"])/int64(m.n)))
+		}
+	}
+	writeNotes(&w, b.notes)
+	return w.String()
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "✓"
+	}
+	return "✗"
+}
+
+func cpuList(cpu []time.Duration) string {
+	parts := make([]string, len(cpu))
+	for i, c := range cpu {
+		parts[i] = fmtDur(c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fmtBytes renders a byte count in KiB or MiB.
+func fmtBytes(n int64) string {
+	if n >= 10<<20 || n <= -10<<20 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
+
