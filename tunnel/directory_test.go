@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/store"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -188,5 +189,55 @@ func TestRandomPortTakenElsewhere(t *testing.T) {
 				return err == nil && len(rows) == 0 && !b.gw.Online("tcp", u.Host)
 			})
 		}
+	}
+}
+
+// TestDirectoryEndsMovedSession: when another replica's rows carry the session id of a session
+// this replica holds, written after this replica's row, the agent has reconnected there (its
+// old connection lost without a reset): this replica ends its stale session, whose binds would
+// otherwise take a share of the endpoint's traffic and fail it.
+func TestDirectoryEndsMovedSession(t *testing.T) {
+	c := newCluster(t)
+	a := c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
+	c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
+	ended := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess, err := ngrok.Connect(ctx, ngrok.WithServer(a.agentAddr), ngrok.WithCA(a.pool), ngrok.WithAuthtoken(c.tokens["a"]),
+		ngrok.WithDisconnectHandler(func(context.Context, ngrok.Session, error) {
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if _, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("moved.edgeplane.app"))); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitFor(t, "A's session online", func() bool {
+		for _, s := range a.gw.snapshotSessions() {
+			id = s.id
+		}
+		return id != ""
+	})
+	// The agent reconnected to replica B, with its session id: B took the row over.
+	s := a.gw.session(id)
+	row := s.sessionRow()
+	row.Replica, row.Conn = "rep_b", "conn_elsewhere"
+	if err := c.st.PutAgentSession(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.st.PutAgentTunnel(ctx, store.AgentTunnelRow{ID: "tn_moved", SessionID: id, AccountID: c.accounts["a"],
+		Name: "moved.edgeplane.app", Proto: "https", Doc: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("replica A kept the session its agent moved to replica B")
 	}
 }
