@@ -48,9 +48,29 @@ const (
 // replicasRunner holds one run of the replicas benchmark.
 type replicasRunner struct {
 	trafficRunner
-	streams  int
-	postgres string
-	memory   []memoryRow
+	streams    int
+	bulkRounds int
+	postgres   string
+	memory     []memoryRow
+	bulkCPU    map[bulkKey][]bulkSample
+	pprof      map[*child]string // each replica's profile address, with -profile
+}
+
+type bulkKey struct{ path, direction string }
+
+// bulkSample is one bulk transfer and the CPU each middle process spent during it.
+type bulkSample struct {
+	t   transfer
+	cpu []time.Duration
+}
+
+// cpuOf is the CPU time each process has used so far.
+func cpuOf(procs []*child) []time.Duration {
+	out := make([]time.Duration, len(procs))
+	for i, c := range procs {
+		out[i], _ = c.cpu()
+	}
+	return out
 }
 
 // memoryRow is the memory held for n open public connections through one path, each with its
@@ -63,7 +83,8 @@ type memoryRow struct {
 
 func replicasBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("edgeplane-bench replicas", flag.ContinueOnError)
-	b := &replicasRunner{trafficRunner: trafficRunner{rounds: map[resultKey][]round{}}}
+	b := &replicasRunner{trafficRunner: trafficRunner{rounds: map[resultKey][]round{}}, bulkCPU: map[bulkKey][]bulkSample{},
+		pprof: map[*child]string{}}
 	cfg := &b.cfg
 	fs.DurationVar(&cfg.window, "duration", 2*time.Second, "measured time of each path in each round")
 	fs.DurationVar(&cfg.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up of each path in each round")
@@ -71,6 +92,8 @@ func replicasBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per concurrency, alternating the two paths; the table shows medians")
 	bulk := fs.String("bulk", "256MiB", "size of each bulk download and upload (0 skips them)")
 	fs.IntVar(&b.streams, "streams", 1000, "open connections for the memory measure (0 skips it)")
+	fs.IntVar(&b.bulkRounds, "bulk-rounds", 3, "bulk transfers each way per path, alternating; the table shows medians")
+	fs.StringVar(&cfg.profile, "profile", "", "write CPU profiles of both replicas during a forwarded bulk download and forwarded requests into this directory")
 	fs.StringVar(&cfg.out, "out", "bench/replicas.md", "Markdown file for the results (empty: stdout only)")
 	fs.StringVar(&cfg.binary, "edgeplane", "", "edgeplane binary to measure (default: go build ./cmd/edgeplane)")
 	fs.StringVar(&b.postgres, "postgres", os.Getenv(testdb.PostgresEnv), "PostgreSQL DSN (default $"+testdb.PostgresEnv+"); the replicas share it")
@@ -94,6 +117,8 @@ func replicasBench(ctx context.Context, args []string) error {
 		return errors.New("-rounds must be from 1 to 50")
 	case b.streams < 0 || b.streams > 20000:
 		return errors.New("-streams must be from 0 to 20000")
+	case b.bulkRounds < 1 || b.bulkRounds > 20:
+		return errors.New("-bulk-rounds must be from 1 to 20")
 	}
 	work, cleanup, err := workDir("edgeplane-replicas-", cfg.keep)
 	if err != nil {
@@ -141,13 +166,23 @@ var replicaLine = regexp.MustCompile(`msg="data plane listening" agents=(\S+) ht
 // open).
 func (b *replicasRunner) startReplica(name, dsn string) (*replica, error) {
 	logPath := filepath.Join(b.work, "edgeplane-"+name+".log")
+	var env []string
+	pprofAddr := ""
+	if b.cfg.profile != "" {
+		var err error
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, pprofEnv+"="+pprofAddr)
+	}
 	srv, err := startChild("replica "+name, b.cfg.binary, []string{"serve", "--listen", "{addr}", "--db", dsn,
 		"--agent-listen", "127.0.0.1:0", "--http-listen", "", "--https-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
 		"--public-max-connections", "0", "--public-max-connections-per-ip", "0", "--public-idle-timeout", "5m"},
-		nil, logPath)
+		env, logPath)
 	if err != nil {
 		return nil, err
 	}
+	b.pprof[srv] = pprofAddr
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		log, _ := os.ReadFile(logPath)
 		if m := replicaLine.FindSubmatch(log); m != nil {
@@ -241,11 +276,25 @@ func (b *replicasRunner) runReplicas(ctx context.Context, dsn string) error {
 	if b.cfg.bulk > 0 {
 		for _, upload := range []bool{false, true} {
 			dir := map[bool]string{false: "download", true: "upload"}[upload]
-			for _, p := range b.paths {
-				t := bulkTransfer(ctx, p, upload, b.cfg.bulk, p.middle[0])
-				b.bulk = append(b.bulk, bulkRow{path: p.name, direction: dir, t: t})
-				logf("%-8s %-32s %s in %s: %.0f MB/s %v", dir, p.name, fmtSize(b.cfg.bulk), t.elapsed.Round(time.Millisecond), t.mbps(), t.err)
+			for i := range b.bulkRounds {
+				for k := range b.paths {
+					p := b.paths[(i+k)%len(b.paths)]
+					cpu0 := cpuOf(p.middle)
+					t := bulkTransfer(ctx, p, upload, b.cfg.bulk, p.middle[0])
+					cpu := cpuOf(p.middle)
+					for j := range cpu {
+						cpu[j] -= cpu0[j]
+					}
+					b.bulkCPU[bulkKey{p.name, dir}] = append(b.bulkCPU[bulkKey{p.name, dir}], bulkSample{t: t, cpu: cpu})
+					logf("%-8s %-32s %s in %s: %.0f MB/s, CPU %s %v", dir, p.name, fmtSize(b.cfg.bulk), t.elapsed.Round(time.Millisecond),
+						t.mbps(), cpuList(cpu), t.err)
+				}
 			}
+		}
+	}
+	if b.cfg.profile != "" {
+		if err := b.profileForwarded(ctx, a.srv, bb.srv, agent); err != nil {
+			b.notes = append(b.notes, "profiles not written: "+err.Error())
 		}
 	}
 	if b.streams > 0 {
@@ -366,18 +415,20 @@ func (b *replicasRunner) replicasReport(took time.Duration) string {
 			fmt.Fprintf(&w, "\nErrors at c=%d: local %d (%s), forwarded %d (%s)\n\n", c, ls.errors, ls.firstErr, fs.errors, fs.firstErr)
 		}
 	}
-	if len(b.bulk) > 0 {
-		fmt.Fprintf(&w, "\n| bulk transfer, %s | local MB/s | forwarded MB/s | ratio (target ≥ %.0f%%) |\n|---|---|---|---|\n", fmtSize(b.cfg.bulk), replicasBulkTarget*100)
+	if len(b.bulkCPU) > 0 {
+		fmt.Fprintf(&w, "\n| bulk transfer, %s (median of %d) | local MB/s | forwarded MB/s | ratio (target ≥ %.0f%%) | CPU per GB, local (A, agent) | forwarded (B, A, agent) |\n|---|---|---|---|---|---|\n",
+			fmtSize(b.cfg.bulk), b.bulkRounds, replicasBulkTarget*100)
 		for _, dir := range []string{"download", "upload"} {
-			l, f := b.bulkOf(pathLocal, dir), b.bulkOf(pathForwarded, dir)
-			if l == nil || f == nil {
-				continue
+			l, f := b.bulkCPU[bulkKey{pathLocal, dir}], b.bulkCPU[bulkKey{pathForwarded, dir}]
+			var lm, fm, ratio []float64
+			for i := range min(len(l), len(f)) {
+				lm, fm = append(lm, l[i].t.mbps()), append(fm, f[i].t.mbps())
+				if l[i].t.mbps() > 0 {
+					ratio = append(ratio, f[i].t.mbps()/l[i].t.mbps())
+				}
 			}
-			ratio := 0.0
-			if l.t.mbps() > 0 {
-				ratio = f.t.mbps() / l.t.mbps()
-			}
-			fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.0f%% %s |\n", dir, l.t.mbps(), f.t.mbps(), ratio*100, mark(ratio >= replicasBulkTarget))
+			fmt.Fprintf(&w, "| %s | %.0f | %.0f | %.0f%% %s | %s | %s |\n", dir, median(lm), median(fm), median(ratio)*100,
+				mark(median(ratio) >= replicasBulkTarget), cpuPerGB(l), cpuPerGB(f))
 		}
 	}
 	if len(b.memory) > 0 {
@@ -389,6 +440,25 @@ func (b *replicasRunner) replicasReport(took time.Duration) string {
 	}
 	writeNotes(&w, b.notes)
 	return w.String()
+}
+
+// cpuPerGB is each middle process's CPU time per GB moved, summed over the samples.
+func cpuPerGB(samples []bulkSample) string {
+	if len(samples) == 0 {
+		return ""
+	}
+	cpu := make([]time.Duration, len(samples[0].cpu))
+	var bytes int64
+	for _, s := range samples {
+		bytes += s.t.bytes
+		for i, c := range s.cpu {
+			cpu[i] += c
+		}
+	}
+	for i := range cpu {
+		cpu[i] = time.Duration(float64(cpu[i]) / (float64(bytes) / 1e9))
+	}
+	return cpuList(cpu)
 }
 
 func mark(ok bool) string {
@@ -414,3 +484,43 @@ func fmtBytes(n int64) string {
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
 
+// profileForwarded writes CPU profiles of both replicas and the agent: during a forwarded bulk
+// download, and during forwarded requests at the highest concurrency.
+func (b *replicasRunner) profileForwarded(ctx context.Context, a, bb, agent *child) error {
+	if err := os.MkdirAll(b.cfg.profile, 0o755); err != nil {
+		return err
+	}
+	fwd := b.paths[1]
+	take := func(suffix string, seconds int, load func()) error {
+		targets := map[string]string{"replica-a" + suffix: b.pprof[a], "replica-b" + suffix: b.pprof[bb], "agent" + suffix: agent.addr}
+		errc := make(chan error, len(targets))
+		for name, addr := range targets {
+			go func() {
+				errc <- fetchProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), filepath.Join(b.cfg.profile, name+".pprof"))
+			}()
+		}
+		load()
+		var err error
+		for range targets {
+			if e := <-errc; err == nil {
+				err = e
+			}
+		}
+		return err
+	}
+	logf("profiling the replicas during a forwarded bulk download")
+	if err := take("-bulk", 5, func() {
+		for start := time.Now(); time.Since(start) < 6*time.Second && ctx.Err() == nil; {
+			bulkTransfer(ctx, fwd, false, b.cfg.bulk, nil)
+		}
+	}); err != nil {
+		return err
+	}
+	conc := b.cfg.conc[len(b.cfg.conc)-1]
+	logf("profiling the replicas during forwarded requests, c=%d", conc)
+	if err := take("-requests", 5, func() { _, _ = measureRound(ctx, fwd, conc, 200*time.Millisecond, 6*time.Second) }); err != nil {
+		return err
+	}
+	b.notes = append(b.notes, "CPU profiles of replica A (the holder), replica B (where requests arrive) and the agent, during a forwarded bulk download (*-bulk.pprof) and forwarded requests (*-requests.pprof), written to "+b.cfg.profile+".")
+	return nil
+}
