@@ -28,14 +28,14 @@ func TestTCPPortsShared(t *testing.T) {
 	addr := "127.0.0.1:" + portText(free)
 	free.Close()
 
-	h, err := p.acquire(addr)
+	h, err := p.acquire(addr, "acct")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if failed := p.setRemote(map[string]bool{addr: true, busy: true}); len(failed) != 1 || failed[busy] == nil {
+	if failed := p.setRemote(map[string]string{addr: "acct", busy: "acct"}); len(failed) != 1 || failed[busy] == nil {
 		t.Fatalf("setRemote with a port in use: %v, want the busy port's error only", failed)
 	}
-	if _, err := p.acquire(busy); err == nil {
+	if _, err := p.acquire(busy, "acct"); err == nil {
 		t.Fatal("a local bind took a port another program holds")
 	}
 	h.Close()
@@ -44,8 +44,8 @@ func TestTCPPortsShared(t *testing.T) {
 		t.Fatal("the listener closed with the local bind while the directory still holds it")
 	}
 	dial(t, "127.0.0.5:"+portText(free))
-	h2, _ := p.acquire(addr)
-	p.setRemote(map[string]bool{})
+	h2, _ := p.acquire(addr, "acct")
+	p.setRemote(map[string]string{})
 	if !p.held(addr) {
 		t.Fatal("the listener closed with the directory while a local bind holds it")
 	}
@@ -54,7 +54,7 @@ func TestTCPPortsShared(t *testing.T) {
 		t.Fatal("the listener stayed open with nobody holding it")
 	}
 	squat.Close()
-	if failed := p.setRemote(map[string]bool{busy: true}); len(failed) != 0 || !p.held(busy) {
+	if failed := p.setRemote(map[string]string{busy: "acct"}); len(failed) != 0 || !p.held(busy) {
 		t.Fatalf("the freed port is not taken at the next call: %v", failed)
 	}
 	p.setRemote(nil)

@@ -40,11 +40,11 @@ const haproxyTemplate = "../../deploy/replicas/haproxy.cfg.tmpl"
 
 // haproxyValues are what the template is rendered with.
 type haproxyValues struct {
-	Bind                                      string
-	MaxConn                                   int
-	API, Agent, HTTP, HTTPS, TCPLow, TCPHigh  int
-	Servers                                   []haproxyServer
-	DockerDNS                                 bool
+	Bind                                     string
+	MaxConn                                  int
+	API, Agent, HTTP, HTTPS, TCPLow, TCPHigh int
+	Servers                                  []haproxyServer
+	DockerDNS                                bool
 }
 
 type haproxyServer struct{ Name, Host string }
