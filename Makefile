@@ -1,5 +1,5 @@
 # Convenience targets; each is one command the README also names.
-.PHONY: build test vet bench bench-traffic bench-scale
+.PHONY: build test vet bench bench-traffic bench-scale bench-replicas
 
 build:
 	CGO_ENABLED=0 go build -o edgeplane ./cmd/edgeplane
@@ -29,3 +29,9 @@ bench-traffic:
 # ~20,000 sockets; BENCH_SCALE_FLAGS adds flags (e.g. -sessions 2000 -edges 1000, -profile DIR).
 bench-scale:
 	go run ./cmd/edgeplane-bench scale -out bench/scale.md $(BENCH_SCALE_FLAGS)
+
+# Traffic forwarded between replicas: two replicas on the PostgreSQL of EDGEPLANE_TEST_POSTGRES,
+# an agent on one, requests, bulk transfers and open streams at its replica and at the other.
+# Writes bench/replicas.md; about three minutes; BENCH_REPLICAS_FLAGS adds flags (-profile DIR).
+bench-replicas:
+	go run ./cmd/edgeplane-bench replicas -out bench/replicas.md $(BENCH_REPLICAS_FLAGS)
