@@ -62,11 +62,9 @@ type dirView struct {
 	tcp       map[string]string // the addresses of remote tcp endpoints, and their account
 }
 
-// remoteGroup is the remote binds of one endpoint, all of one account; next spreads
-// connections over them and the endpoint's local binds in turn.
+// remoteGroup is the remote binds of one endpoint, all of one account.
 type remoteGroup struct {
 	tunnels []*remoteTunnel
-	next    atomic.Uint32
 }
 
 var emptyView = &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}}
@@ -211,13 +209,6 @@ func (d *directory) swap() {
 			if t.row.Proto == "tcp" {
 				v.tcp[key.host] = t.row.AccountID
 			}
-		}
-	}
-	// A group keeps its turn across swaps, so a poll does not restart the round robin.
-	old := d.view.Load()
-	for key, grp := range v.endpoints {
-		if o := old.endpoints[key]; o != nil {
-			grp.next.Store(o.next.Load())
 		}
 	}
 	d.view.Store(v)

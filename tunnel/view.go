@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"time"
@@ -16,37 +17,48 @@ import (
 // server takes pooled binds; a tunnel-group backend chooses among the labeled tunnels of both.
 
 // Endpoint returns a bind of the online endpoint for proto (http, https, tls, tcp) and host
-// (the address for tcp), here or on another replica, or nil when none is online. The binds of
-// an endpoint take its connections in turn, wherever they are; another replica's bind of a
-// name another account serves here is never chosen.
+// (the address for tcp), here or on another replica, or nil when none is online. With binds on
+// other replicas, each call chooses one of all the endpoint's binds at random: the listeners look
+// an endpoint up more than once per connection (its TLS settings, then its route), so a turn
+// kept per lookup would favour some binds, and each replica keeps its own turn anyway. Another
+// replica's bind of a name another account serves here is never chosen.
 func (g *Gateway) Endpoint(proto, host string) Endpoint {
-	key := endpointKey{proto, strings.ToLower(host)}
-	local := g.Registry.snap.Load().endpoints[key]
-	var remote *remoteGroup
-	if g.dir != nil {
-		remote = g.dir.group(key)
-	}
+	local, remote := g.groups(proto, host)
 	switch {
 	case remote == nil && local == nil:
 		return nil
 	case remote == nil:
 		return local.pick()
-	case local != nil && local.tunnels[0].AccountID() != remote.tunnels[0].row.AccountID:
-		return local.pick()
+	case local == nil:
+		return remote.tunnels[rand.IntN(len(remote.tunnels))]
 	}
-	nl := 0
-	if local != nil {
-		nl = len(local.tunnels)
-	}
-	i := int(remote.next.Add(1)-1) % (nl + len(remote.tunnels))
-	if i < nl {
+	i := rand.IntN(len(local.tunnels) + len(remote.tunnels))
+	if i < len(local.tunnels) {
 		return local.tunnels[i]
 	}
-	return remote.tunnels[i-nl]
+	return remote.tunnels[i-len(local.tunnels)]
+}
+
+// groups returns the local and remote binds of an endpoint; remote is nil when there are none,
+// or when they are of another account than the local ones.
+func (g *Gateway) groups(proto, host string) (*group, *remoteGroup) {
+	key := endpointKey{proto, strings.ToLower(host)}
+	local := g.Registry.snap.Load().endpoints[key]
+	if g.dir == nil {
+		return local, nil
+	}
+	remote := g.dir.group(key)
+	if local != nil && remote != nil && local.tunnels[0].AccountID() != remote.tunnels[0].row.AccountID {
+		remote = nil
+	}
+	return local, remote
 }
 
 // Online reports whether an endpoint of proto serves host, here or on another replica.
-func (g *Gateway) Online(proto, host string) bool { return g.Endpoint(proto, host) != nil }
+func (g *Gateway) Online(proto, host string) bool {
+	local, remote := g.groups(proto, host)
+	return local != nil || remote != nil
+}
 
 // Labeled returns the online labeled tunnels of the account whose labels include all of want,
 // here and on other replicas.
