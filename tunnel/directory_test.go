@@ -91,8 +91,8 @@ func TestDirectoryRoutesRemoteTunnels(t *testing.T) {
 	waitFor(t, "B closes the port of A's tcp endpoint", func() bool { return !b.gw.ports.held(u.Host) })
 }
 
-// TestDirectoryPools: binds of one pooled endpoint on two replicas take its connections in turn
-// on either replica; a bind another replica's binds refuse gets the refusal one server gives
+// TestDirectoryPools: binds of one pooled endpoint on two replicas share its connections on
+// either replica; a bind another replica's binds refuse gets the refusal one server gives
 // (unpooled 334, a pooling mix 6030, another account 334).
 func TestDirectoryPools(t *testing.T) {
 	c := newCluster(t)

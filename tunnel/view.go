@@ -17,26 +17,34 @@ import (
 // server takes pooled binds; a tunnel-group backend chooses among the labeled tunnels of both.
 
 // Endpoint returns a bind of the online endpoint for proto (http, https, tls, tcp) and host
-// (the address for tcp), here or on another replica, or nil when none is online. With binds on
-// other replicas, each call chooses one of all the endpoint's binds at random: the listeners look
-// an endpoint up more than once per connection (its TLS settings, then its route), so a turn
-// kept per lookup would favour some binds, and each replica keeps its own turn anyway. Another
+// (the address for tcp), here or on another replica, or nil when none is online. Each call
+// chooses one of all the endpoint's binds, local and remote, at random: the listeners look an
+// endpoint up more than once per connection (its TLS settings, the certificate, its route), so a
+// turn kept per lookup would send some binds every connection (two binds and two lookups per
+// connection: always the same one), and each replica would keep its own turn anyway. Another
 // replica's bind of a name another account serves here is never chosen.
 func (g *Gateway) Endpoint(proto, host string) Endpoint {
 	local, remote := g.groups(proto, host)
-	switch {
-	case remote == nil && local == nil:
-		return nil
-	case remote == nil:
-		return local.pick()
-	case local == nil:
-		return remote.tunnels[rand.IntN(len(remote.tunnels))]
+	nl, nr := 0, 0
+	if local != nil {
+		nl = len(local.tunnels)
 	}
-	i := rand.IntN(len(local.tunnels) + len(remote.tunnels))
-	if i < len(local.tunnels) {
+	if remote != nil {
+		nr = len(remote.tunnels)
+	}
+	switch {
+	case nl+nr == 0:
+		return nil
+	case nl+nr == 1 && nl == 1:
+		return local.tunnels[0]
+	case nl+nr == 1:
+		return remote.tunnels[0]
+	}
+	i := rand.IntN(nl + nr)
+	if i < nl {
 		return local.tunnels[i]
 	}
-	return remote.tunnels[i-len(local.tunnels)]
+	return remote.tunnels[i-nl]
 }
 
 // groups returns the local and remote binds of an endpoint; remote is nil when there are none,

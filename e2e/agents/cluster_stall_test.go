@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +61,13 @@ func TestClusterStalledPeer(t *testing.T) {
 	if err := stalled.proc.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, time.Second, "the replica stopped", func() bool { return procState(stalled.proc.Cmd.Process.Pid) == "T" })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stalled replica %s:\n%s\nreplica %s:\n%s", stalled.ip, lastBytes(stalled.proc.Stderr.String(), 6000),
+				via.ip, lastBytes(via.proc.Stderr.String(), 6000))
+		}
+	})
 	resumed := false
 	t.Cleanup(func() {
 		if !resumed {
@@ -97,4 +106,17 @@ func TestClusterStalledPeer(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == 200 && string(b) == "stall"
 	})
+}
+
+// procState is the state letter of process pid in /proc/<pid>/stat ("T" when stopped).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
 }
