@@ -91,3 +91,27 @@ func TestRegistryOneAccountPerName(t *testing.T) {
 		}
 	}
 }
+
+// TestPooledBindsShareConnections: each of an endpoint's pooled binds gets connections that make
+// one request each, although the listeners look the endpoint up twice per such connection (its
+// TLS settings in the handshake, then the request's route): a turn counted per lookup sent all
+// of them to one bind.
+func TestPooledBindsShareConnections(t *testing.T) {
+	g := &Gateway{Registry: NewRegistry()}
+	sess := &session{cred: store.AgentCredential{AccountID: "acct_1"}}
+	a := &Tunnel{sess: sess, proto: "https", host: "pool.example.com", pooled: true}
+	b := &Tunnel{sess: sess, proto: "https", host: "pool.example.com", pooled: true}
+	for _, tun := range []*Tunnel{a, b} {
+		if conflict, _ := g.Registry.add(tun); conflict != "" {
+			t.Fatal(conflict)
+		}
+	}
+	served := map[Endpoint]int{}
+	for range 200 {
+		g.Endpoint("https", "pool.example.com") // the handshake's look
+		served[g.Endpoint("https", "pool.example.com")]++
+	}
+	if served[a] < 40 || served[b] < 40 {
+		t.Fatalf("200 one-request connections went %d to one bind and %d to the other", served[a], served[b])
+	}
+}
