@@ -60,6 +60,10 @@ type dirView struct {
 	endpoints map[endpointKey]*remoteGroup
 	labeled   map[string][]*remoteTunnel
 	tcp       map[string]string // the addresses of remote tcp endpoints, and their account
+	// unrouted holds the hostnames of the https and tls endpoints of replicas that are not
+	// routed to now (their link is down, their row stale): a client of one still gets a
+	// certificate, and then the offline page rather than a failed handshake.
+	unrouted map[string]bool
 }
 
 // remoteGroup is the remote binds of one endpoint, all of one account.
@@ -178,11 +182,17 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 
 // swap builds the view of the routable replicas' tunnels and makes it current.
 func (d *directory) swap() {
-	v := &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}, tcp: map[string]string{}}
+	v := &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}, tcp: map[string]string{},
+		unrouted: map[string]bool{}}
 	var all []*remoteTunnel
-	for id := range d.routable {
-		for _, t := range d.replicas[id].tunnels {
-			all = append(all, t)
+	for id, r := range d.replicas {
+		for _, t := range r.tunnels {
+			switch {
+			case d.routable[id]:
+				all = append(all, t)
+			case t.row.Proto == "https" || t.row.Proto == "tls":
+				v.unrouted[strings.ToLower(t.row.Name)] = true
+			}
 		}
 	}
 	// Oldest row first (row ids are KSUIDs): when rows disagree on the account of a name (they

@@ -68,6 +68,13 @@ func (g *Gateway) Online(proto, host string) bool {
 	return local != nil || remote != nil
 }
 
+// Unrouted reports whether host is the name of an https or tls endpoint of another replica that
+// is not routed to now (its link is down or its row stale): the listener still presents a
+// certificate for it, so that its clients get the offline page instead of a failed handshake.
+func (g *Gateway) Unrouted(host string) bool {
+	return g.dir != nil && g.dir.view.Load().unrouted[strings.ToLower(host)]
+}
+
 // Labeled returns the online labeled tunnels of the account whose labels include all of want,
 // here and on other replicas.
 func (g *Gateway) Labeled(account string, want map[string]string) []Endpoint {

@@ -397,7 +397,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	// uploaded certificates; the registry the online endpoints.
 	certs.Allowed = func(host string) bool {
 		pl := d.planner.Plan()
-		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host)
+		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host) || d.gw.Unrouted(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
 	if d.dns != nil {

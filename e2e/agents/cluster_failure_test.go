@@ -89,6 +89,9 @@ func TestClusterKillReplica(t *testing.T) {
 	if err := listenAnswer(t, pinned, "pinned.edgeplane.app", "pinned", config.WithScheme(config.SchemeHTTP)); err != nil {
 		t.Fatal(err)
 	}
+	if err := listenAnswer(t, pinned, "pinned-s.edgeplane.app", "pinned"); err != nil {
+		t.Fatal(err)
+	}
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	hang, err := pinned.Listen(ctx, config.HTTPEndpoint(config.WithDomain("hang.edgeplane.app")))
@@ -126,7 +129,8 @@ func TestClusterKillReplica(t *testing.T) {
 	b.reserveDomain("b-shop.example.com")
 	a.reserveDomain("a-shop.example.com")
 	before := configured(t, a)
-	for _, u := range []string{"https://mover.edgeplane.app/", "http://pinned.edgeplane.app/", "https://steady-a.edgeplane.app/", "https://steady-b.edgeplane.app/"} {
+	for _, u := range []string{"https://mover.edgeplane.app/", "http://pinned.edgeplane.app/", "https://pinned-s.edgeplane.app/",
+		"https://steady-a.edgeplane.app/", "https://steady-b.edgeplane.app/"} {
 		c.waitServed(u, strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")[:5])
 	}
 
@@ -205,16 +209,25 @@ func TestClusterKillReplica(t *testing.T) {
 
 	// The pinned agent's endpoint: an error page within a second, from any replica, and from 5
 	// s on, the survivors no longer route to the dead replica's rows.
-	for lb := c.lbClient(false); time.Since(killed) < 5*time.Second; {
-		st, code, took := errorPage(t, lb, "http://pinned.edgeplane.app/")
-		if code == "" || took > time.Second {
-			t.Fatalf("a request for the dead replica's tunnel %v after the kill: %d %q in %v, want an error page within a second",
-				time.Since(killed).Round(time.Millisecond), st, code, took)
+	for plain, tls := c.lbClient(false), c.lbClient(true); time.Since(killed) < 5*time.Second; {
+		for _, u := range []string{"http://pinned.edgeplane.app/", "https://pinned-s.edgeplane.app/"} {
+			client := plain
+			if strings.HasPrefix(u, "https") {
+				client = tls
+			}
+			st, code, took := errorPage(t, client, u)
+			if code == "" || took > time.Second {
+				t.Fatalf("a request for the dead replica's tunnel %s %v after the kill: %d %q in %v, want an error page within a second",
+					u, time.Since(killed).Round(time.Millisecond), st, code, took)
+			}
 		}
 	}
 	for _, r := range survivors {
 		if st, code, took := errorPage(t, r.httpClient(), "http://pinned.edgeplane.app/"); st != 404 || code != "ERR_NGROK_3200" {
 			t.Errorf("replica %s 5 s after the kill: %d %s in %v, want 404 ERR_NGROK_3200 (the dead replica's rows not routed)", r.ip, st, code, took)
+		}
+		if st, code, took := errorPage(t, r.httpsClient(), "https://pinned-s.edgeplane.app/"); st != 404 || code != "ERR_NGROK_3200" {
+			t.Errorf("replica %s 5 s after the kill, over HTTPS: %d %s in %v, want 404 ERR_NGROK_3200", r.ip, st, code, took)
 		}
 	}
 
