@@ -6,14 +6,11 @@ package enforce
 // both bindings, and every refusal.
 
 import (
-	"context"
 	"crypto"
 	"crypto/x509"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,21 +18,7 @@ import (
 	dsig "github.com/russellhaering/goxmldsig"
 
 	"github.com/edgeplane/edgeplane/internal/samltest"
-	"github.com/edgeplane/edgeplane/store"
 )
-
-// closableStore is a store of the test's own that the test may close (a database outage), and
-// its closing, which the test's end does too when the test did not.
-func closableStore(t *testing.T) (*store.Store, func()) {
-	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "edgeplane.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeStore := sync.OnceFunc(func() { st.Close() })
-	t.Cleanup(closeStore)
-	return st, closeStore
-}
 
 // signIn signs a new browser in at the route and returns it with its IdP session.
 func (e *samlEnv) signIn() (*http.Client, samltest.Session) {
@@ -202,7 +185,7 @@ func (e *samlEnv) forgedLogoutRequest(key crypto.Signer, cert *x509.Certificate,
 // cannot record it (503 ERR_NGROK_3210). The same request signed by the IdP's own key is taken,
 // so the refusals are for the signature.
 func TestSAMLIdPLogoutRefused(t *testing.T) {
-	st, closeStore := closableStore(t)
+	st := storeOnce(t)
 	e := newSAMLEnv(t, func(c *SAMLConfig) { c.Revocations, c.UseOnce = NewRevocations(st), st.UseOnce })
 	e.idp.SetUser(&samltest.User{NameID: "alice@example.com"})
 	b, _ := e.signIn()
@@ -236,7 +219,7 @@ func TestSAMLIdPLogoutRefused(t *testing.T) {
 	wantPage(t, get(good), http.StatusForbidden, "ERR_NGROK_5211") // replayed
 
 	// The store gone: the request is refused 503 and the IdP is not told of a logout.
-	closeStore()
+	st.Close()
 	again := e.forgedLogoutRequest(e.idp.IDP.Key.(crypto.Signer), e.idp.IDP.Certificate, "bob")
 	wantPage(t, get(again), http.StatusServiceUnavailable, "ERR_NGROK_3210")
 }
@@ -256,10 +239,10 @@ func TestSAMLRevocationsFailClosed(t *testing.T) {
 		wantPage(t, p, http.StatusServiceUnavailable, "ERR_NGROK_3210")
 	})
 	t.Run("store down", func(t *testing.T) {
-		st, closeStore := closableStore(t)
+		st := storeOnce(t)
 		e := newSAMLEnv(t, func(c *SAMLConfig) { c.Revocations = NewRevocations(st) })
 		e.idp.SetUser(&samltest.User{NameID: "alice@example.com"})
-		closeStore()
+		st.Close()
 		b := e.newBrowser()
 		wantPage(t, e.visit(b, "GET", "/app", nil, nil), http.StatusServiceUnavailable, "ERR_NGROK_3210")
 		if _, hits := e.lastUpstream(); hits != 0 {

@@ -30,7 +30,8 @@ func memoryOnce() func(ctx context.Context, scope, id string, expires time.Time)
 	}
 }
 
-// storeOnce is the UseOnce of a real store on a SQLite file of the test's own.
+// storeOnce is a real store on a SQLite file of the test's own (its UseOnce, its record of ended
+// sessions), closed at the test's end; a test may close it earlier, as a database outage.
 func storeOnce(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "edgeplane.db"))

@@ -158,6 +158,11 @@ type Store struct {
 	// peerAddrs holds the link address each replica of this process announced
 	// (AnnounceReplica), written with its row whenever the row is made again.
 	peerAddrs sync.Map
+	// closeOnce and closeErr make Close safe to call again: a test, or a process shutting down
+	// on two paths at once, may close a store that is already closed, and the second call
+	// returns the first one's result instead of closing the checkpointer's channel twice.
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open connects to the database named by dsn and applies pending migrations. dsn is a file path,
@@ -257,8 +262,14 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database cleanly, after the write transactions in progress.
+// Close closes the database cleanly, after the write transactions in progress. Calling it again
+// does nothing and returns the first call's result.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
 	if s.commit != nil {
 		s.commit.stop()
 	}
