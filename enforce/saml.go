@@ -68,6 +68,9 @@ type SAMLConfig struct {
 	// process and read from the store: a session the IdP ended stops opening on every replica.
 	// nil: the IdP's LogoutRequests are refused (503), as no session could be ended.
 	Revocations *Revocations
+	// BodyTimeout bounds reading the form an IdP's answer or logout message is posted in
+	// (0: BodyReadTimeout).
+	BodyTimeout time.Duration
 }
 
 // SAML is the stage of the saml module.
@@ -94,6 +97,8 @@ type SAML struct {
 	revocations     *Revocations
 	revScope        string
 	maxDuration     time.Duration
+	// bodyTimeout bounds reading a posted form (SAMLConfig.BodyTimeout).
+	bodyTimeout time.Duration
 }
 
 // NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
@@ -149,7 +154,8 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 		sloPath: urls["single_logout_url"].Path, spDir: path.Dir(urls["metadata_url"].Path) + "/", acsURL: sp.AcsURL,
 		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat),
 		useOnce:       c.UseOnce, onceScope: "saml:" + c.RouteID,
-		revocations: c.Revocations, revScope: "saml-logout:" + c.RouteID, maxDuration: c.Session.MaximumDuration}
+		revocations: c.Revocations, revScope: "saml-logout:" + c.RouteID, maxDuration: c.Session.MaximumDuration,
+		bodyTimeout: c.BodyTimeout}
 	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
 	if s.sso == "" {
 		s.binding, s.sso = saml.HTTPRedirectBinding, sp.GetSSOBindingLocation(saml.HTTPRedirectBinding)

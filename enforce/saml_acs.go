@@ -2,7 +2,6 @@ package enforce
 
 import (
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -47,14 +46,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 		SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST.")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxACSBody)
-	if err := r.ParseForm(); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			SignInFailed(w, http.StatusRequestEntityTooLarge, "The identity provider's answer is too large.")
-			return
-		}
-		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer is not a form.")
+	if !parsePostedForm(w, r, s.bodyTimeout, "The identity provider's answer") {
 		return
 	}
 	encoded, relay := r.PostForm.Get("SAMLResponse"), r.PostForm.Get("RelayState")

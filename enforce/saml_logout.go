@@ -81,14 +81,7 @@ func (s *SAML) keepAll() time.Duration {
 // query of a GET, HTTP-POST in a form), else a logout the user asks for.
 func (s *SAML) serveSLO(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, maxACSBody)
-		if err := r.ParseForm(); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				SignInFailed(w, http.StatusRequestEntityTooLarge, "The identity provider's logout message is too large.")
-				return
-			}
-			SignInFailed(w, http.StatusBadRequest, "The identity provider's logout message is not a form.")
+		if !parsePostedForm(w, r, s.bodyTimeout, "The identity provider's logout message") {
 			return
 		}
 	}

@@ -34,6 +34,8 @@ type WebhookOptions struct {
 	Client *http.Client
 	// Now is the clock timestamps are checked against; nil is time.Now.
 	Now func() time.Time
+	// BodyTimeout bounds reading the body (0: BodyReadTimeout).
+	BodyTimeout time.Duration
 }
 
 // WebhookVerification is the webhook_verification module: it reads a request's raw body,
@@ -46,6 +48,7 @@ type WebhookVerification struct {
 	secret   string
 	now      func() time.Time
 	sns      *snsCerts
+	within   time.Duration // bounds reading the body (WebhookOptions.BodyTimeout)
 }
 
 // webhookScheme is one provider's way of signing: verify checks a request; prepare, when set,
@@ -75,7 +78,7 @@ func NewWebhookVerification(provider, secret string, o WebhookOptions) (*Webhook
 	if !ok {
 		return nil, fmt.Errorf("%q is not a webhook provider", provider)
 	}
-	v := &WebhookVerification{provider: p, scheme: s, secret: secret, now: o.Now}
+	v := &WebhookVerification{provider: p, scheme: s, secret: secret, now: o.Now, within: o.BodyTimeout}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -99,7 +102,8 @@ func NewWebhookVerification(provider, secret string, o WebhookOptions) (*Webhook
 func (v *WebhookVerification) Name() string { return "webhook_verification" }
 
 // Wrap refuses requests that fail verification (403 ERR_NGROK_3204 naming the reason; a body
-// over MaxWebhookBody 413) and passes verified ones to next with their body intact.
+// over MaxWebhookBody 413, one that takes longer than its time bound to arrive 408) and passes
+// verified ones to next with their body intact.
 func (v *WebhookVerification) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v.Verify(w, r) {
@@ -116,7 +120,15 @@ func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) boo
 		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
 		return false
 	}
+	lift := boundBodyTime(w, v.within)
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxWebhookBody+1))
+	if err == nil && len(body) <= MaxWebhookBody {
+		lift()
+	}
+	if timedOut(err) {
+		ErrorPage(w, http.StatusRequestTimeout, WebhookCode, "The request body did not arrive in time for webhook verification.")
+		return false
+	}
 	if err != nil {
 		ErrorPage(w, http.StatusBadRequest, WebhookCode, "The request body could not be read for webhook verification.")
 		return false
