@@ -161,6 +161,24 @@ func (q *webhookRequest) header(name string) (string, error) {
 	return s, nil
 }
 
+// signedAt returns the signature header sigHeader and the timestamp header tsHeader, as sent,
+// with the time parse reads in the timestamp; an error names the header missing or the
+// timestamp that does not parse.
+func (q *webhookRequest) signedAt(sigHeader, tsHeader string, parse func(string) (time.Time, error)) (sig, ts string, t time.Time, err error) {
+	if sig, err = q.header(sigHeader); err != nil {
+		return "", "", t, err
+	}
+	if ts, err = q.header(tsHeader); err != nil {
+		return "", "", t, err
+	}
+	t, err = parse(ts)
+	return sig, ts, t, err
+}
+
+// unixSeconds and unixMillis parse a timestamp in seconds, or milliseconds, since the epoch.
+func unixSeconds(s string) (time.Time, error) { return unixTime(s, false) }
+func unixMillis(s string) (time.Time, error)  { return unixTime(s, true) }
+
 // fresh checks a signed timestamp against the clock: refused when it is further than tol from
 // now, in either direction.
 func (q *webhookRequest) fresh(t time.Time, tol time.Duration) error {
@@ -291,32 +309,6 @@ func timestampedHMAC(header, tKey, sigKey string, h func() hash.Hash, tol time.D
 			return err
 		}
 		if err := matchAny(mac(h, q.secret, []byte(p[tKey][0]+"."), q.body), hexSig, p[sigKey]...); err != nil {
-			return err
-		}
-		return q.fresh(t, tol)
-	}}
-}
-
-// versionedHMAC is the scheme of Slack and Zoom: sigHeader holds "v0=" and the hex
-// HMAC-SHA256 of "v0:<timestamp>:<body>", the timestamp (seconds) in tsHeader.
-func versionedHMAC(sigHeader, tsHeader string, h func() hash.Hash, tol time.Duration) webhookScheme {
-	return webhookScheme{verify: func(q *webhookRequest) error {
-		sig, err := q.header(sigHeader)
-		if err != nil {
-			return err
-		}
-		ts, err := q.header(tsHeader)
-		if err != nil {
-			return err
-		}
-		t, err := unixTime(ts, false)
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(sig, "v0=") {
-			return fmt.Errorf("the %s header does not start with \"v0=\"", sigHeader)
-		}
-		if err := matchAny(mac(h, q.secret, []byte("v0:"+ts+":"), q.body), hexSig, sig[3:]); err != nil {
 			return err
 		}
 		return q.fresh(t, tol)

@@ -23,8 +23,8 @@ var webhookSchemes = map[string]webhookScheme{
 	"github":             bodyHMAC("X-Hub-Signature-256", "sha256=", sha256.New, hexSig),
 	"gitlab":             tokenEqual("X-Gitlab-Token"),
 	"stripe":             timestampedHMAC("Stripe-Signature", "t", "v1", sha256.New, 5*time.Minute),
-	"slack":              versionedHMAC("X-Slack-Signature", "X-Slack-Request-Timestamp", sha256.New, 5*time.Minute),
-	"zoom":               versionedHMAC("X-Zm-Signature", "X-Zm-Request-Timestamp", sha256.New, defaultTolerance),
+	"slack":              prefixedHMAC("X-Slack-Signature", "v0=", "X-Slack-Request-Timestamp", "v0:", ":", 5*time.Minute),
+	"zoom":               prefixedHMAC("X-Zm-Signature", "v0=", "X-Zm-Request-Timestamp", "v0:", ":", defaultTolerance),
 	"twilio":             {verify: verifyTwilio},
 	"shopify":            bodyHMAC("X-Shopify-Hmac-Sha256", "", sha256.New, b64Sig),
 	"svix":               svixScheme,
@@ -207,15 +207,7 @@ func sendGridKey(secret string) (any, error) {
 // X-Twilio-Email-Event-Webhook-Signature over the SHA-256 of the timestamp header followed by
 // the body; SendGrid documents no tolerance, so ngrok's default applies.
 func verifySendGrid(q *webhookRequest) error {
-	sig, err := q.header("X-Twilio-Email-Event-Webhook-Signature")
-	if err != nil {
-		return err
-	}
-	ts, err := q.header("X-Twilio-Email-Event-Webhook-Timestamp")
-	if err != nil {
-		return err
-	}
-	t, err := unixTime(ts, false)
+	sig, ts, t, err := q.signedAt("X-Twilio-Email-Event-Webhook-Signature", "X-Twilio-Email-Event-Webhook-Timestamp", unixSeconds)
 	if err != nil {
 		return err
 	}
@@ -235,17 +227,15 @@ func verifySendGrid(q *webhookRequest) error {
 // verifyZendesk checks X-Zendesk-Webhook-Signature: the base64 HMAC-SHA256 of the
 // X-Zendesk-Webhook-Signature-Timestamp header (RFC 3339) followed by the body.
 func verifyZendesk(q *webhookRequest) error {
-	sig, err := q.header("X-Zendesk-Webhook-Signature")
+	sig, ts, t, err := q.signedAt("X-Zendesk-Webhook-Signature", "X-Zendesk-Webhook-Signature-Timestamp", func(ts string) (time.Time, error) {
+		t, err := time.Parse(time.RFC3339, ts)
+		if err != nil {
+			return t, fmt.Errorf("the timestamp %q is not RFC 3339", ts)
+		}
+		return t, nil
+	})
 	if err != nil {
 		return err
-	}
-	ts, err := q.header("X-Zendesk-Webhook-Signature-Timestamp")
-	if err != nil {
-		return err
-	}
-	t, err := time.Parse(time.RFC3339, ts)
-	if err != nil {
-		return fmt.Errorf("the timestamp %q is not RFC 3339", ts)
 	}
 	if err := matchAny(mac(sha256.New, q.secret, []byte(ts), q.body), b64Sig, sig); err != nil {
 		return err
@@ -256,15 +246,7 @@ func verifyZendesk(q *webhookRequest) error {
 // verifyHubSpot checks X-HubSpot-Signature-v3: the base64 HMAC-SHA256 of the method, the full
 // URL, the body and X-HubSpot-Request-Timestamp (milliseconds), within 5 minutes.
 func verifyHubSpot(q *webhookRequest) error {
-	sig, err := q.header("X-HubSpot-Signature-v3")
-	if err != nil {
-		return err
-	}
-	ts, err := q.header("X-HubSpot-Request-Timestamp")
-	if err != nil {
-		return err
-	}
-	t, err := unixTime(ts, true)
+	sig, ts, t, err := q.signedAt("X-HubSpot-Signature-v3", "X-HubSpot-Request-Timestamp", unixMillis)
 	if err != nil {
 		return err
 	}

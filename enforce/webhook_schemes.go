@@ -49,19 +49,12 @@ var docuSignHeaders = func() []string {
 	return hs
 }()
 
-// prefixedHMAC is the scheme of Airship, Frame.io and Pinwheel: sigHeader holds sigPrefix and
-// the hex HMAC-SHA256 of msgPrefix, the timestamp header (seconds), sep and the body.
+// prefixedHMAC is the scheme of Slack, Zoom, Airship, Frame.io and Pinwheel: sigHeader holds
+// sigPrefix and the hex HMAC-SHA256 of msgPrefix, the timestamp header (seconds), sep and the
+// body (Slack's "v0=" and the HMAC of "v0:<timestamp>:<body>").
 func prefixedHMAC(sigHeader, sigPrefix, tsHeader, msgPrefix, sep string, tol time.Duration) webhookScheme {
 	return webhookScheme{verify: func(q *webhookRequest) error {
-		sig, err := q.header(sigHeader)
-		if err != nil {
-			return err
-		}
-		ts, err := q.header(tsHeader)
-		if err != nil {
-			return err
-		}
-		t, err := unixTime(ts, false)
+		sig, ts, t, err := q.signedAt(sigHeader, tsHeader, unixSeconds)
 		if err != nil {
 			return err
 		}
@@ -80,15 +73,7 @@ func prefixedHMAC(sigHeader, sigPrefix, tsHeader, msgPrefix, sep string, tol tim
 // "v1:<X-Orb-Timestamp>:<body>"; the timestamp is ISO 8601, UTC when it names no zone, within
 // 5 minutes.
 func verifyOrb(q *webhookRequest) error {
-	sig, err := q.header("X-Orb-Signature")
-	if err != nil {
-		return err
-	}
-	ts, err := q.header("X-Orb-Timestamp")
-	if err != nil {
-		return err
-	}
-	t, err := isoTime(ts)
+	sig, ts, t, err := q.signedAt("X-Orb-Signature", "X-Orb-Timestamp", isoTime)
 	if err != nil {
 		return err
 	}
