@@ -23,10 +23,50 @@ const (
 	onceSweepBatch = 1000
 )
 
-// lastOnceSweep is when this process last swept expired rows (Unix nanoseconds). It is per
-// process, not per store: a process has one store, and several stores in one process (tests)
-// only sweep less often.
-var lastOnceSweep atomic.Int64
+// sweeper paces the deletion of one table's expired rows by one store: UseOnce and
+// RevokeSessions sweep their table as they write, at most once every onceSweepEvery (sooner
+// while a backlog remains), so the table holds about the rows of the last validity period.
+type sweeper struct {
+	// last is when the last sweep began (Unix nanoseconds); 0 lets the next call sweep.
+	last atomic.Int64
+}
+
+// The tables swept, each with its primary key's columns.
+const (
+	usedOnceTable    = "used_once"
+	usedOnceKey      = "scope, id"
+	revocationsTable = "session_revocations"
+	revocationsKey   = "scope, subject"
+)
+
+// sweepMaybe deletes a batch of table's rows expired at now when w says a sweep is due (key is
+// the table's primary key). Its failure is not the caller's: the rows stay for the next sweep.
+func (s *Store) sweepMaybe(ctx context.Context, w *sweeper, table, key string, now time.Time) {
+	last := w.last.Load()
+	if now.UnixNano()-last < int64(onceSweepEvery) || !w.last.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	if n, err := s.sweepExpired(ctx, table, key, now); err == nil && n >= onceSweepBatch {
+		w.last.Store(0) // a backlog: the next call sweeps again
+	}
+}
+
+// sweepExpired deletes at most onceSweepBatch of table's rows expired at now, oldest first, and
+// says how many.
+func (s *Store) sweepExpired(ctx context.Context, table, key string, now time.Time) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM `+table+` WHERE (`+key+`) IN
+			(SELECT `+key+` FROM `+table+` WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`),
+			ep.FormatTime(now), onceSweepBatch)
+		if err != nil {
+			return s.classify(err)
+		}
+		n, err = res.RowsAffected()
+		return s.classify(err)
+	})
+	return n, err
+}
 
 // UseOnce records that id is used in scope until expires, atomically on every replica: fresh is
 // true for the one call that finds it unused (never recorded, or recorded with an expiry now
@@ -59,34 +99,6 @@ func (s *Store) UseOnce(ctx context.Context, scope, id string, expires time.Time
 	if err != nil {
 		return false, err
 	}
-	s.sweepOnceMaybe(ctx, now)
+	s.sweepMaybe(ctx, &s.onceSweep, usedOnceTable, usedOnceKey, now)
 	return fresh, nil
-}
-
-// sweepOnceMaybe deletes expired rows when the last sweep of this process is onceSweepEvery
-// old. Its failure is not the caller's: the rows stay for the next sweep.
-func (s *Store) sweepOnceMaybe(ctx context.Context, now time.Time) {
-	last := lastOnceSweep.Load()
-	if now.UnixNano()-last < int64(onceSweepEvery) || !lastOnceSweep.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	if n, err := s.sweepOnce(ctx, now); err == nil && n >= onceSweepBatch {
-		lastOnceSweep.Store(0) // a backlog: the next call sweeps again
-	}
-}
-
-// sweepOnce deletes at most onceSweepBatch rows expired at now, oldest first, and says how many.
-func (s *Store) sweepOnce(ctx context.Context, now time.Time) (int64, error) {
-	var n int64
-	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM used_once WHERE (scope, id) IN
-			(SELECT scope, id FROM used_once WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`),
-			ep.FormatTime(now), onceSweepBatch)
-		if err != nil {
-			return s.classify(err)
-		}
-		n, err = res.RowsAffected()
-		return s.classify(err)
-	})
-	return n, err
 }

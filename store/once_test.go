@@ -95,7 +95,7 @@ func TestUseOnceSweep(t *testing.T) {
 				return n
 			}
 			past := time.Now().Add(-time.Hour)
-			lastOnceSweep.Store(time.Now().UnixNano()) // no sweep by UseOnce until the gate's part below
+			s.onceSweep.last.Store(time.Now().UnixNano()) // no sweep by UseOnce until the gate's part below
 			if err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 				for i := range onceSweepBatch + 5 {
 					if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO used_once (scope, id, expires_at) VALUES (?, ?, ?)`),
@@ -111,7 +111,7 @@ func TestUseOnceSweep(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := count()
-			n, err := s.sweepOnce(ctx, time.Now())
+			n, err := s.sweepExpired(ctx, usedOnceTable, usedOnceKey, time.Now())
 			if err != nil || n != onceSweepBatch {
 				t.Fatalf("first sweep: %d rows, %v; want %d", n, err, onceSweepBatch)
 			}
@@ -119,7 +119,7 @@ func TestUseOnceSweep(t *testing.T) {
 				t.Fatalf("%d rows after the first sweep, want %d", got, before-onceSweepBatch)
 			}
 			for {
-				n, err := s.sweepOnce(ctx, time.Now())
+				n, err := s.sweepExpired(ctx, usedOnceTable, usedOnceKey, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -135,7 +135,7 @@ func TestUseOnceSweep(t *testing.T) {
 			}
 
 			// The gate: a sweep a minute ago holds the next one off; an older one lets it run.
-			lastOnceSweep.Store(time.Now().UnixNano())
+			s.onceSweep.last.Store(time.Now().UnixNano())
 			if err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 				_, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO used_once (scope, id, expires_at) VALUES (?, ?, ?)`),
 					"test", "stale", ep.FormatTime(past))
@@ -149,12 +149,69 @@ func TestUseOnceSweep(t *testing.T) {
 			if got := count(); got != 3 {
 				t.Fatalf("%d rows: swept within the minute", got)
 			}
-			lastOnceSweep.Store(time.Now().Add(-2 * onceSweepEvery).UnixNano())
+			s.onceSweep.last.Store(time.Now().Add(-2 * onceSweepEvery).UnixNano())
 			if _, err := s.UseOnce(ctx, "test", "third", time.Now().Add(time.Hour)); err != nil {
 				t.Fatal(err)
 			}
 			if got := count(); got != 3 {
 				t.Fatalf("%d rows: the stale row was not swept after a minute (want kept, other, third)", got)
+			}
+		})
+	}
+}
+
+// TestRevocationSweep: RevokeSessions sweeps the expired revocations the way UseOnce sweeps its
+// rows, at most once a minute per store, keeping those in force; another store's sweeps do not
+// hold this one's off.
+func TestRevocationSweep(t *testing.T) {
+	for _, engine := range testdb.Engines() {
+		t.Run(engine, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := testdb.Fresh(t, engine)
+			s, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			subjects := func() []string {
+				t.Helper()
+				var out []string
+				rows, err := s.r.QueryContext(ctx, `SELECT subject FROM session_revocations ORDER BY subject`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var sub string
+					_ = rows.Scan(&sub)
+					out = append(out, sub)
+				}
+				return out
+			}
+			now := time.Now()
+			revoke := func(subject string, until time.Time) {
+				t.Helper()
+				if err := s.RevokeSessions(ctx, "saml-logout:rt_1", subject, now.Add(-2*time.Hour), until); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.revocationSweep.last.Store(now.UnixNano()) // a sweep just now: the next waits a minute
+			revoke("gone", now.Add(-time.Hour))
+			revoke("kept", now.Add(time.Hour))
+			if got := fmt.Sprint(subjects()); got != "[gone kept]" {
+				t.Fatalf("swept within the minute: %s", got)
+			}
+			// Another store sweeping now does not hold this one's next sweep off.
+			other, err := Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			other.revocationSweep.last.Store(time.Now().UnixNano())
+			s.revocationSweep.last.Store(now.Add(-2 * onceSweepEvery).UnixNano())
+			revoke("third", now.Add(time.Hour))
+			if got := fmt.Sprint(subjects()); got != "[kept third]" {
+				t.Fatalf("after a minute: %s, want the expired revocation swept", got)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -13,10 +12,6 @@ import (
 // an identity provider's LogoutRequest ends; every replica reads what was recorded since it last
 // looked (enforce.Revocations keeps them in memory), so a sealed session cookie stops opening on
 // all of them. Times are kept to the second.
-
-// lastRevocationSweep is when this process last deleted expired revocations (Unix nanoseconds),
-// per process like lastOnceSweep.
-var lastRevocationSweep atomic.Int64
 
 // RevokeSessions records that the sessions of subject in scope issued at or before at are ended,
 // until until, when none of them can be alive any more. Recording the same subject again keeps
@@ -34,7 +29,7 @@ func (s *Store) RevokeSessions(ctx context.Context, scope, subject string, at, u
 	if err != nil {
 		return err
 	}
-	s.sweepRevocationsMaybe(ctx, now)
+	s.sweepMaybe(ctx, &s.revocationSweep, revocationsTable, revocationsKey, now)
 	return nil
 }
 
@@ -60,27 +55,4 @@ func (s *Store) SessionRevocations(ctx context.Context, since, now time.Time, fn
 		fn(scope, subject, a, u)
 	}
 	return s.classify(rows.Err())
-}
-
-// sweepRevocationsMaybe deletes at most onceSweepBatch expired revocations, at most once every
-// onceSweepEvery per process (sooner while a backlog remains). Its failure is not the caller's.
-func (s *Store) sweepRevocationsMaybe(ctx context.Context, now time.Time) {
-	last := lastRevocationSweep.Load()
-	if now.UnixNano()-last < int64(onceSweepEvery) || !lastRevocationSweep.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	var n int64
-	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM session_revocations WHERE (scope, subject) IN
-			(SELECT scope, subject FROM session_revocations WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`),
-			ep.FormatTime(now), onceSweepBatch)
-		if err != nil {
-			return s.classify(err)
-		}
-		n, err = res.RowsAffected()
-		return s.classify(err)
-	})
-	if err == nil && n >= onceSweepBatch {
-		lastRevocationSweep.Store(0)
-	}
 }

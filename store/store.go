@@ -158,6 +158,9 @@ type Store struct {
 	// peerAddrs holds the link address each replica of this process announced
 	// (AnnounceReplica), written with its row whenever the row is made again.
 	peerAddrs sync.Map
+	// onceSweep and revocationSweep pace the deletion of expired used_once and
+	// session_revocations rows (once.go).
+	onceSweep, revocationSweep sweeper
 	// closeOnce and closeErr make Close safe to call again: a test, or a process shutting down
 	// on two paths at once, may close a store that is already closed, and the second call
 	// returns the first one's result instead of closing the checkpointer's channel twice.
