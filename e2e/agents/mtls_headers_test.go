@@ -4,7 +4,7 @@ package agents
 // (ngrok-mtls-subject-cn, -subject-alt-name-dns, -email-addresses, -serial-number), on live
 // traffic through real agents, two accounts: account A's HTTPS edge with the mutual_tls module,
 // account B's agent bind with mutual TLS. A client's own spelling of them never reaches the
-// agent.
+// agent, and a client of one account's CA is refused by the other account's host.
 
 import (
 	"context"
@@ -72,25 +72,30 @@ func TestMutualTLSHeadersLive(t *testing.T) {
 	}
 	serveTunnel(t, tunB, echoHeaders)
 
+	clientA := caA.mtlsClient(t, "client of A", 4242, []string{"a1.client.test", "a2.client.test"}, []string{"ops@client.test"})
+	clientB := caB.mtlsClient(t, "client of B", 77, nil, []string{"b@client.test", "b2@client.test"})
+	withCert := func(cert tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, a.https)
+			},
+			TLSClientConfig: &tls.Config{RootCAs: a.ca, Certificates: []tls.Certificate{cert}},
+		}}
+	}
 	for _, c := range []struct {
 		host  string
 		cert  tls.Certificate
 		want  map[string]string
 		which string
 	}{
-		{"mtls-a.example.com", caA.mtlsClient(t, "client of A", 4242, []string{"a1.client.test", "a2.client.test"}, []string{"ops@client.test"}),
+		{"mtls-a.example.com", clientA,
 			map[string]string{"Ngrok-Mtls-Subject-Cn": "client of A", "Ngrok-Mtls-Subject-Alt-Name-Dns": "a1.client.test, a2.client.test",
 				"Ngrok-Mtls-Email-Addresses": "ops@client.test", "Ngrok-Mtls-Serial-Number": "4242"}, "A's edge"},
-		{"mtls-b.edgeplane.app", caB.mtlsClient(t, "client of B", 77, nil, []string{"b@client.test", "b2@client.test"}),
+		{"mtls-b.edgeplane.app", clientB,
 			map[string]string{"Ngrok-Mtls-Subject-Cn": "client of B", "Ngrok-Mtls-Email-Addresses": "b@client.test, b2@client.test",
 				"Ngrok-Mtls-Serial-Number": "77"}, "B's bind"},
 	} {
-		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, a.https)
-			},
-			TLSClientConfig: &tls.Config{RootCAs: a.ca, Certificates: []tls.Certificate{c.cert}},
-		}}
+		client := withCert(c.cert)
 		spoofed := map[string]*string{"Ngrok-Mtls-Subject-Cn": ptr("admin"), "Ngrok-Mtls-Subject-Alt-Name-Dns": ptr("admin.test"),
 			"ngrok-mtls-serial-number": ptr("1"), "NGROK-MTLS-OTHER": ptr("spoofed")}
 		var body []byte
@@ -105,6 +110,19 @@ func TestMutualTLSHeadersLive(t *testing.T) {
 			if want, ok := c.want[k]; (ok && (len(got) != 1 || got[0] != want)) || (!ok && len(got) != 0) {
 				t.Errorf("%s: the agent saw %s %q, want %q", c.which, k, got, c.want[k])
 			}
+		}
+		client.CloseIdleConnections()
+	}
+
+	// A client of one account's CA is refused by the other account's edge or bind: nothing
+	// reaches the other account's agent, with or without the headers.
+	for _, c := range []struct {
+		host, which string
+		cert        tls.Certificate
+	}{{"mtls-a.example.com", "B's client at A's edge", clientB}, {"mtls-b.edgeplane.app", "A's client at B's bind", clientA}} {
+		client := withCert(c.cert)
+		if resp, body, err := try(client, "GET", "https://"+c.host+"/", nil); err == nil {
+			t.Errorf("%s: %d %s, want the handshake refused", c.which, resp.StatusCode, body)
 		}
 		client.CloseIdleConnections()
 	}
