@@ -126,6 +126,10 @@ var (
 	slugDropRE  = regexp.MustCompile(`[^\p{L}\p{N} _-]`)
 )
 
+// isFence reports whether a Markdown line opens or closes fenced code, at the margin or indented
+// inside a list item.
+func isFence(line string) bool { return strings.HasPrefix(strings.TrimLeft(line, " "), "```") }
+
 // mdAnchors returns the anchors of a Markdown file's headings as GitHub makes them: lower case,
 // punctuation dropped, spaces as hyphens, and -1, -2, … for repeats. Fenced code is skipped.
 func mdAnchors(t *testing.T, path string) map[string]bool {
@@ -137,7 +141,7 @@ func mdAnchors(t *testing.T, path string) map[string]bool {
 	anchors, seen := map[string]bool{}, map[string]int{}
 	fenced := false
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "```") {
+		if isFence(line) {
 			fenced = !fenced
 			continue
 		}
@@ -175,7 +179,7 @@ func TestDocLinksResolve(t *testing.T) {
 		}
 		fenced := false
 		for i, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "```") {
+			if isFence(line) {
 				fenced = !fenced
 			}
 			if fenced {
@@ -212,6 +216,9 @@ func TestDocLinksResolve(t *testing.T) {
 	}
 }
 
+// issueRE finds a citation of an issue tracker's number: the word issue and a number.
+var issueRE = regexp.MustCompile(`(?i)\bissues? #?\d+`)
+
 // The README is a newcomer's first hour: at most 300 lines, the details in docs/. The documents
 // point readers at nothing they do not have: no issue numbers of a tracker outside the repository.
 func TestDocsAreSelfContained(t *testing.T) {
@@ -222,7 +229,6 @@ func TestDocsAreSelfContained(t *testing.T) {
 	if n := strings.Count(string(data), "\n"); n > 300 {
 		t.Errorf("README.md has %d lines; keep it to 300 and move details to docs/", n)
 	}
-	issueRE := regexp.MustCompile(`(?i)\bissues? \d+`)
 	for _, doc := range docFiles(t) {
 		data, err := os.ReadFile(doc)
 		if err != nil {
@@ -231,6 +237,34 @@ func TestDocsAreSelfContained(t *testing.T) {
 		for i, line := range strings.Split(string(data), "\n") {
 			if m := issueRE.FindString(line); m != "" {
 				t.Errorf("%s:%d: %q cites a tracker readers of the repository do not have; say what and why instead", doc, i+1, m)
+			}
+		}
+	}
+}
+
+// Comments in the Go sources give reasons, not numbers of a tracker outside the repository.
+func TestCommentsCiteNoTracker(t *testing.T) {
+	git := gitRepo(t)
+	out, err := git("ls-files", "--", "*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := strings.Fields(out)
+	if len(files) < 100 {
+		t.Fatalf("only %d Go files listed: does the listing still work?", len(files))
+	}
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			_, comment, ok := strings.Cut(line, "//")
+			if !ok {
+				continue
+			}
+			if m := issueRE.FindString(comment); m != "" {
+				t.Errorf("%s:%d: %q cites a tracker readers of the repository do not have; give the reason instead", path, i+1, m)
 			}
 		}
 	}
