@@ -97,7 +97,7 @@ func TestMutualTLSHeadersLive(t *testing.T) {
 	} {
 		client := withCert(c.cert)
 		spoofed := map[string]*string{"Ngrok-Mtls-Subject-Cn": ptr("admin"), "Ngrok-Mtls-Subject-Alt-Name-Dns": ptr("admin.test"),
-			"ngrok-mtls-serial-number": ptr("1"), "NGROK-MTLS-OTHER": ptr("spoofed")}
+			"ngrok-mtls-serial-number": ptr("1"), "NGROK-MTLS-OTHER": ptr("spoofed"), "ngrok_mtls_subject_cn": ptr("admin")}
 		var body []byte
 		eventually(t, 3*time.Second, c.which+" serves", func() bool {
 			resp, b, err := try(client, "GET", "https://"+c.host+"/", spoofed)
@@ -105,7 +105,7 @@ func TestMutualTLSHeadersLive(t *testing.T) {
 			return err == nil && resp.StatusCode == 200
 		})
 		saw := upstreamSaw(t, body)
-		for _, k := range []string{"Ngrok-Mtls-Subject-Cn", "Ngrok-Mtls-Subject-Alt-Name-Dns", "Ngrok-Mtls-Email-Addresses", "Ngrok-Mtls-Serial-Number", "Ngrok-Mtls-Other"} {
+		for _, k := range []string{"Ngrok-Mtls-Subject-Cn", "Ngrok-Mtls-Subject-Alt-Name-Dns", "Ngrok-Mtls-Email-Addresses", "Ngrok-Mtls-Serial-Number", "Ngrok-Mtls-Other", "Ngrok_mtls_subject_cn"} {
 			got := saw.Values(k)
 			if want, ok := c.want[k]; (ok && (len(got) != 1 || got[0] != want)) || (!ok && len(got) != 0) {
 				t.Errorf("%s: the agent saw %s %q, want %q", c.which, k, got, c.want[k])
