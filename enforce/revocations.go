@@ -32,6 +32,9 @@ const (
 	revocationOverlap = 2 * time.Minute
 	revocationStale   = 30 * time.Second
 	revocationPrune   = time.Minute
+	// revocationWait bounds a read of the store that session checks wait for: a store that
+	// does not answer refuses sessions after it rather than holding their requests.
+	revocationWait = 5 * time.Second
 )
 
 // ErrRevocationsUnknown is returned when the revocations could not be read recently: a session
@@ -42,8 +45,9 @@ var ErrRevocationsUnknown = errors.New("the ended sessions could not be read fro
 // in memory, so that checking a session costs two map lookups. One instance serves every route
 // of the process, whatever the plans built since.
 type Revocations struct {
-	src RevocationStore
-	now func() time.Time
+	src  RevocationStore
+	now  func() time.Time
+	wait time.Duration // revocationWait; shorter in tests
 
 	mu      sync.RWMutex
 	m       map[string]revocation // scope + "\x00" + hashed subject
@@ -58,7 +62,7 @@ type revocation struct{ at, until time.Time }
 
 // NewRevocations returns a view of src's revocations, read when first needed.
 func NewRevocations(src RevocationStore) *Revocations {
-	return &Revocations{src: src, now: time.Now, m: map[string]revocation{}}
+	return &Revocations{src: src, now: time.Now, wait: revocationWait, m: map[string]revocation{}}
 }
 
 // revocationKey is the map key of subject in scope; subjects are kept hashed, in the store too,
@@ -101,35 +105,49 @@ func (r *Revocations) Revoked(ctx context.Context, scope string, issued time.Tim
 	return false, nil
 }
 
-// fresh makes sure the view is recent enough: read at once when never read or stale, in the
-// background when older than revocationRefresh.
+// fresh makes sure the view is recent enough: read at once when never read or stale (one read
+// for all the checks waiting then; a check gives up after r.wait of its own), in the background
+// when older than revocationRefresh.
 func (r *Revocations) fresh(ctx context.Context) error {
-	r.mu.RLock()
-	loaded := r.loaded
-	r.mu.RUnlock()
-	age := r.now().Sub(loaded)
-	if loaded.IsZero() || age > revocationStale {
-		if err := r.read(ctx); err != nil {
+	if r.stale() {
+		ctx, cancel := context.WithTimeout(ctx, r.wait)
+		defer cancel()
+		if err := r.read(ctx, true); err != nil {
 			return ErrRevocationsUnknown
 		}
 		return nil
 	}
+	r.mu.RLock()
+	age := r.now().Sub(r.loaded)
+	r.mu.RUnlock()
 	if age > revocationRefresh && r.pending.CompareAndSwap(false, true) {
 		go func() {
 			defer r.pending.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), r.wait)
 			defer cancel()
-			_ = r.read(ctx)
+			_ = r.read(ctx, false)
 		}()
 	}
 	return nil
 }
 
+// stale reports whether the view was never read, or not for revocationStale.
+func (r *Revocations) stale() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.loaded.IsZero() || r.now().Sub(r.loaded) > revocationStale
+}
+
 // read merges the revocations recorded since the latest one seen (less the overlap) into the
-// view, and drops the expired ones now and then.
-func (r *Revocations) read(ctx context.Context) error {
+// view, and drops the expired ones now and then. With ifStale it reads only when the view is
+// still stale once it is this read's turn: the checks that waited for another's read of a stale
+// view take that one.
+func (r *Revocations) read(ctx context.Context, ifStale bool) error {
 	r.reading.Lock()
 	defer r.reading.Unlock()
+	if ifStale && !r.stale() {
+		return nil
+	}
 	r.mu.RLock()
 	since := r.high
 	r.mu.RUnlock()

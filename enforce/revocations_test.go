@@ -2,6 +2,9 @@ package enforce
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -45,5 +48,62 @@ func TestRevocationsAcrossReplicas(t *testing.T) {
 	clock = now.Add(2 * time.Hour) // past the revocation's end
 	if got, _ := two.Revoked(ctx, "saml-logout:rt_a", now.Add(-time.Minute), subjectAll("alice")); got {
 		t.Fatal("an expired revocation still ends sessions")
+	}
+}
+
+// countingRevocations is a real store's record of ended sessions that counts its reads, and
+// holds each read until release is closed (nil: at once).
+type countingRevocations struct {
+	RevocationStore
+	reads   atomic.Int32
+	release chan struct{}
+}
+
+func (c *countingRevocations) SessionRevocations(ctx context.Context, since, now time.Time, fn func(scope, subject string, at, until time.Time)) error {
+	c.reads.Add(1)
+	if c.release != nil {
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return c.RevocationStore.SessionRevocations(ctx, since, now, fn)
+}
+
+// Checks that find the view stale at once (the first requests after a quiet spell) wait for
+// one read of the store between them, not one each; a store that does not answer refuses them
+// once the wait is over instead of holding them.
+func TestRevocationsStaleReadOnce(t *testing.T) {
+	src := &countingRevocations{RevocationStore: storeOnce(t), release: make(chan struct{})}
+	r := NewRevocations(src)
+	const checks = 20
+	var started sync.WaitGroup
+	started.Add(checks)
+	errs := make(chan error, checks)
+	for range checks {
+		go func() {
+			started.Done()
+			_, err := r.Revoked(context.Background(), "saml-logout:rt_a", time.Now(), subjectAll("alice"))
+			errs <- err
+		}()
+	}
+	started.Wait()
+	close(src.release)
+	for range checks {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.reads.Load(); n != 1 {
+		t.Fatalf("%d checks of a stale view read the store %d times, want once", checks, n)
+	}
+
+	hung := &countingRevocations{RevocationStore: storeOnce(t), release: make(chan struct{})}
+	defer close(hung.release)
+	r = NewRevocations(hung)
+	r.wait = 50 * time.Millisecond
+	if _, err := r.Revoked(context.Background(), "saml-logout:rt_a", time.Now(), subjectAll("alice")); !errors.Is(err, ErrRevocationsUnknown) {
+		t.Fatalf("a store that does not answer: %v, want ErrRevocationsUnknown", err)
 	}
 }
