@@ -32,7 +32,7 @@ import (
 // memory a forwarded stream costs the two replicas against a local one's.
 const replicasUsage = `go run ./cmd/edgeplane-bench replicas [-duration 2s] [-rounds 5] [-bulk 256MiB] [-streams 1000] [-out bench/replicas.md]`
 
-// The targets of issue 31: a forwarded request at least 70% of the local rate, its p99 at most
+// The targets for replicas: a forwarded request at least 70% of the local rate, its p99 at most
 // 1.5 times, a forwarded bulk transfer at least 70% of the local bytes per second.
 const (
 	replicasRateTarget = 0.70
