@@ -73,6 +73,10 @@ type PolicyOptions struct {
 	// Log receives the log action's records, bounded per account; without it a policy with a
 	// log action is refused when the stage is built.
 	Log *PolicyLog
+	// Internal serves forward-internal's requests on the account's internal endpoints (the
+	// account is Endpoint's); without it a policy with forward-internal is refused when the
+	// stage is built.
+	Internal InternalEndpoints
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

@@ -109,6 +109,7 @@ func (s *Server) Env(st *store.Store) *plan.Env {
 			}
 			return nil
 		}}}
+	env.Internal = s
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)

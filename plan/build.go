@@ -68,6 +68,9 @@ type Env struct {
 	// PolicyLog receives the records of traffic policies' log actions; nil refuses a policy
 	// with a log action (its route or edge fails closed).
 	PolicyLog *enforce.PolicyLog
+	// Internal serves traffic policies' forward-internal actions on their account's internal
+	// endpoints; nil refuses a policy with one (its route fails closed).
+	Internal enforce.InternalEndpoints
 }
 
 // BackendKind says what a backend does with a connection.

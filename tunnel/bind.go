@@ -90,7 +90,7 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 	// The policy's endpoint is filled in below, once the name is resolved: before the tunnel is
 	// registered, so before any traffic reads it.
 	endpoint := &trafficpolicy.Endpoint{Account: s.cred.AccountID, Protocol: m.Proto}
-	o, mods, berr := buildModules(m.Proto, m.Opts, bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog})
+	o, mods, berr := buildModules(m.Proto, m.Opts, bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog, internal: s.gw.cfg.Internal})
 	if berr != nil {
 		return nil, nil, berr
 	}
@@ -107,12 +107,22 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 	} else {
 		t.rowID, _ = ep.NewID("tn")
 	}
-	if m.Proto == "tcp" {
+	internal, berr := internalBinding(m, o)
+	switch {
+	case berr != nil:
+		return nil, nil, berr
+	case internal:
+		if berr := s.resolveInternal(t, o); berr != nil {
+			return nil, nil, berr
+		}
+	case m.Proto == "tcp":
 		if berr := s.resolveAddr(t, o); berr != nil {
 			return nil, nil, berr
 		}
-	} else if berr := s.resolveName(t, o); berr != nil {
-		return nil, nil, berr
+	default:
+		if berr := s.resolveName(t, o); berr != nil {
+			return nil, nil, berr
+		}
 	}
 	fillEndpoint(endpoint, t.rowID, t.url, t.host, t.addr)
 	echo, err := echoOpts(m.Opts, t.url)

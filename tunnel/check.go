@@ -131,9 +131,9 @@ func (g *Gateway) checkHolds(ctx context.Context, sessions []*session) {
 	domains, addrs := uniqueIDs(), uniqueIDs()
 	for _, s := range sessions {
 		for _, t := range s.tunnelList() {
-			switch t.proto {
-			case "":
-			case "tcp":
+			switch {
+			case t.proto == "" || t.internal: // an internal name is the account's own: no reservation covers it
+			case t.proto == "tcp":
 				addrs.add(t.addr)
 			default:
 				for _, c := range ep.DomainClaimsFor(t.host) {
@@ -158,10 +158,10 @@ func (g *Gateway) checkHolds(ctx context.Context, sessions []*session) {
 	for _, s := range sessions {
 		for _, t := range s.tunnelList() {
 			holder := ""
-			switch t.proto {
-			case "":
+			switch {
+			case t.proto == "" || t.internal:
 				continue
-			case "tcp":
+			case t.proto == "tcp":
 				holder = byAddr[t.addr]
 			default:
 				for _, c := range ep.DomainClaimsFor(t.host) {

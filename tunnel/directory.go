@@ -169,7 +169,7 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 			r.gen = 0
 			return false
 		}
-		next[row.ID] = newRemoteTunnel(row, id, d.link, d.g.cfg.PolicyLog)
+		next[row.ID] = newRemoteTunnel(row, id, d.link, bindEnv{log: d.g.cfg.PolicyLog, internal: d.g.cfg.Internal})
 		changed = true
 		if next[row.ID].broken != "" {
 			d.g.log.Warn("directory: a remote tunnel fails closed here", "replica", id, "tunnel", row.ID, "why", next[row.ID].broken)

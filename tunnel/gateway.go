@@ -60,6 +60,9 @@ type Config struct {
 	// PolicyLog receives the records of the log actions of agents' traffic policies; nil
 	// refuses a bind whose policy has one.
 	PolicyLog *enforce.PolicyLog
+	// Internal serves the forward-internal actions of agents' traffic policies (the ingress
+	// server); nil refuses a bind whose policy has one.
+	Internal enforce.InternalEndpoints
 }
 
 // Heartbeat and freshness. An agent pings every HeartbeatInterval (10 s by default) and expects

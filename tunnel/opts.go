@@ -45,6 +45,8 @@ type bindEnv struct {
 	endpoint *trafficpolicy.Endpoint
 	log      *enforce.PolicyLog
 	outbound *http.Client
+	// internal serves the policy's forward-internal actions.
+	internal enforce.InternalEndpoints
 }
 
 // The traffic_policy option's builders, which take the bind's environment; set by

@@ -89,7 +89,10 @@ type bindMsg struct {
 
 type bindExtra struct {
 	Name, Token, IPPolicyRef, Metadata, Description string
-	PoolingEnabled                                  bool
+	// Bindings are where the endpoint is reachable from: "public" (the default) or
+	// "internal" (only from forward-internal; its URL must end in ".internal").
+	Bindings       []string
+	PoolingEnabled bool
 }
 
 type bindResp struct {

@@ -32,6 +32,11 @@ type Tunnel struct {
 	proto string
 	// host is the public hostname (http, https, tls), addr the public address (tcp).
 	host, addr string
+	// internal is set for an internal endpoint (a name ending in ".internal"), reachable only
+	// from its account's forward-internal actions, never from the public listeners; port is
+	// the port of its URL, part of its name (ep.InternalEndpointKey).
+	internal   bool
+	port       int
 	labels     map[string]string
 	url        string
 	forwardsTo string
@@ -386,8 +391,8 @@ func (s *snapshot) conflict(t *Tunnel) string {
 // account whatever the protocol, as the store's holds say across replicas).
 func (s *snapshot) heldElsewhere(t *Tunnel) bool {
 	keys := []endpointKey{t.key()}
-	if t.proto != "tcp" {
-		keys = []endpointKey{{"http", t.host}, {"https", t.host}, {"tls", t.host}}
+	if h := t.key().host; t.proto != "tcp" {
+		keys = []endpointKey{{"http", h}, {"https", h}, {"tls", h}}
 	}
 	for _, k := range keys {
 		if g := s.endpoints[k]; g != nil && g.tunnels[0].AccountID() != t.AccountID() {
@@ -471,16 +476,21 @@ func (r *Registry) remove(t *Tunnel) bool {
 
 // name is the public name the tunnel serves: its hostname, the address of a tcp bind, "" for a
 // labeled tunnel.
+// An internal endpoint's name is scoped to its account (ep.InternalEndpointKey): the public
+// listeners, which look names up by Host and server name, never find it.
 func (t *Tunnel) name() string {
-	if t.proto == "tcp" {
+	switch {
+	case t.internal:
+		return ep.InternalEndpointKey(t.AccountID(), t.host, t.port)
+	case t.proto == "tcp":
 		return t.addr
 	}
 	return t.host
 }
 
 func (t *Tunnel) key() endpointKey {
-	if t.proto == "tcp" {
+	if t.proto == "tcp" && !t.internal {
 		return endpointKey{"tcp", t.addr}
 	}
-	return endpointKey{t.proto, t.host}
+	return endpointKey{t.proto, t.name()}
 }

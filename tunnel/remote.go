@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 
+	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/peer"
 	"github.com/edgeplane/edgeplane/plan"
@@ -48,9 +49,10 @@ type remoteTunnel struct {
 	}
 }
 
-// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. log
-// records its traffic policy's log actions, on this replica.
-func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, log *enforce.PolicyLog) *remoteTunnel {
+// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. env's
+// log records its traffic policy's log actions, on this replica, and its internal endpoints
+// serve its forward-internal actions.
+func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, env bindEnv) *remoteTunnel {
 	r := &remoteTunnel{row: row, replica: replica, link: link}
 	r.row.Opts = nil // kept only as the modules they make
 	switch {
@@ -59,11 +61,14 @@ func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, l
 	case row.Proto != "":
 		endpoint := &trafficpolicy.Endpoint{Account: row.AccountID, Protocol: row.Proto}
 		url, host, addr := row.Proto+"://"+row.Name, row.Name, ""
-		if row.Proto == "tcp" {
+		if h, port, ok := ep.SplitInternalEndpointKey(row.Name); ok {
+			url, host = internalURL(row.Proto, h, port), h
+		} else if row.Proto == "tcp" {
 			host, addr = "", row.Name
 		}
 		fillEndpoint(endpoint, row.ID, url, host, addr)
-		if _, mods, berr := buildModules(row.Proto, row.Opts, bindEnv{endpoint: endpoint, log: log}); berr != nil {
+		env.endpoint = endpoint
+		if _, mods, berr := buildModules(row.Proto, row.Opts, env); berr != nil {
 			r.broken = "its options cannot be applied on this replica: " + berr.msg
 		} else {
 			r.mods = mods

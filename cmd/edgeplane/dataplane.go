@@ -351,6 +351,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	d.gw = tunnel.New(tunnel.Config{
 		PolicyLog: d.policyLog,
+		Internal:  d.pub,
 		Link:      link,
 		Store:     st,
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},

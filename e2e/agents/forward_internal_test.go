@@ -1,0 +1,121 @@
+package agents
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/ngrok/config"
+)
+
+// internalBind binds, in w's account, an internal http endpoint on name whose own traffic
+// policy tells the upstream (actionsUpstream) who served it, in X-Who.
+func internalBind(t *testing.T, w *world, name, who string) {
+	t.Helper()
+	_, token := w.credential()
+	tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name),
+		config.WithScheme(config.SchemeHTTP), config.WithBindings("internal"),
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x-who":"`+who+`"}}}]}]}`)))
+	if err != nil {
+		t.Fatalf("internal bind %s: %v", name, err)
+	}
+	if tun.URL() != "http://"+name {
+		t.Errorf("internal bind's URL: %q", tun.URL())
+	}
+	serveTunnel(t, tun, actionsUpstream)
+}
+
+// publicForward binds, in w's account, a public http endpoint on name whose policy is doc.
+func publicForward(t *testing.T, w *world, name, doc string) error {
+	t.Helper()
+	_, token := w.credential()
+	tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name),
+		config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(doc)))
+	if err != nil {
+		return err
+	}
+	serveTunnel(t, tun, actionsUpstream)
+	return nil
+}
+
+// TestForwardInternal: two accounts each bind an internal endpoint of the same name
+// (svc.internal), which the public listeners never serve; each account's public endpoint and
+// edge route forward to it with forward-internal and get their own account's endpoint, its own
+// policy applied. An internal endpoint only another account has is offline to the policy:
+// halt answers 404 ERR_NGROK_3200, continue reaches the policy's own upstream. A URL that is not
+// an internal endpoint's is refused by the API (400 ERR_NGROK_215 naming the field) and as an
+// agent's bind (ERR_NGROK_301), and the internal binding on a public name with ngrok's
+// ERR_NGROK_9029.
+func TestForwardInternal(t *testing.T) {
+	wa := start(t)
+	wb := wa.asAccount("tenant-b")
+	internalBind(t, wa, "svc.internal", "internal-a")
+	internalBind(t, wb, "svc.internal", "internal-b")
+	internalBind(t, wb, "only-b.internal", "only-b")
+
+	fwd := func(url, onError string) string {
+		return `{"on_http_request":[{"expressions":["req.url.path != '/own'"],"actions":[{"type":"forward-internal","config":{"url":"` + url + `"` + onError + `}}]}]}`
+	}
+	for name, x := range map[string]struct {
+		w   *world
+		doc string
+	}{
+		"fwd-a.edgeplane.app":  {wa, fwd("http://svc.internal", "")},
+		"fwd-b.edgeplane.app":  {wb, fwd("http://${'svc' + '.internal'}", "")},
+		"halt-a.edgeplane.app": {wa, fwd("http://only-b.internal", "")},
+		"cont-a.edgeplane.app": {wa, fwd("http://only-b.internal", `,"on_error":"continue"`)},
+	} {
+		if err := publicForward(t, x.w, name, x.doc); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+	}
+	hc := wa.httpClient()
+	for url, want := range map[string]string{
+		"http://fwd-a.edgeplane.app/echo": "who=internal-a user= body=",
+		"http://fwd-b.edgeplane.app/echo": "who=internal-b user= body=",
+		"http://fwd-a.edgeplane.app/own":  "who= user= body=", // the rule does not match: the public endpoint's own upstream
+		"http://cont-a.edgeplane.app/x":   "who= user= body=", // B's endpoint is not A's: continue goes on to A's upstream
+	} {
+		if st, body, _ := get(t, hc, url); st != 200 || body != want {
+			t.Errorf("GET %s: %d %q, want 200 %q", url, st, body, want)
+		}
+	}
+	if st, body, h := get(t, hc, "http://halt-a.edgeplane.app/x"); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" || !strings.Contains(body, "offline") {
+		t.Errorf("forward to another account's internal endpoint: %d %s %q, want 404 ERR_NGROK_3200", st, h.Get("ngrok-error-code"), body)
+	}
+	// The public listeners never serve an internal name, whoever asks.
+	for _, host := range []string{"svc.internal", "only-b.internal"} {
+		if st, _, h := get(t, hc, "http://"+host+"/echo"); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" {
+			t.Errorf("public request to %s: %d %s, want 404 ERR_NGROK_3200", host, st, h.Get("ngrok-error-code"))
+		}
+	}
+
+	// An edge route's traffic_policy forwards to its account's internal endpoint.
+	routeA := policyRoute(t, wa, "fi-a.example.com")
+	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": fwd("http://svc.internal", "")}, nil); st != 200 {
+		t.Fatalf("put traffic_policy: %d", st)
+	}
+	c := wa.httpsClient()
+	eventually(t, 5*time.Second, "the route forwards to A's internal endpoint", func() bool {
+		resp, body, err := try(c, "GET", "https://fi-a.example.com/echo", nil)
+		return err == nil && resp.StatusCode == 200 && string(body) == "who=internal-a user= body="
+	})
+
+	// Refusals, naming the field.
+	bad := fwd("https://svc.example.com", "")
+	var e apiError
+	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": bad}, &e); st != 400 || e.ErrorCode != "ERR_NGROK_215" ||
+		!strings.Contains(e.Msg, "on_http_request[0].actions[0].config.url:") {
+		t.Errorf("PUT a forward-internal to a public URL: %d %s %q, want 400 ERR_NGROK_215 naming the url", st, e.ErrorCode, e.Msg)
+	}
+	if err := publicForward(t, wa, "bad-a.edgeplane.app", fwd("http://svc.internal", `,"on_error":"maybe"`)); ngrokCode(err) != "ERR_NGROK_301" || !strings.Contains(err.Error(), "config.on_error") {
+		t.Errorf("bind with on_error maybe: %v, want ERR_NGROK_301 naming on_error", err)
+	}
+	_, token := wa.credential()
+	_, err := wa.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("pub-a.edgeplane.app"),
+		config.WithScheme(config.SchemeHTTP), config.WithBindings("internal")))
+	if ngrokCode(err) != "ERR_NGROK_9029" {
+		t.Errorf("the internal binding on a public name: %v, want ERR_NGROK_9029", err)
+	}
+}
