@@ -81,6 +81,8 @@ type OAuthConfig struct {
 	CheckInterval time.Duration
 	Session       SessionConfig
 	Client        *http.Client
+	// AuthParams are added to the authorization URL (a traffic policy's authz_url_params).
+	AuthParams map[string]string
 }
 
 // oauthBackend is a plain OAuth 2.0 provider behind the sign-in flow: the user comes from the
@@ -133,7 +135,7 @@ func NewOAuth(cfg OAuthConfig) (Stage, error) {
 func (b *oauthBackend) authURL(_ context.Context, redirect, state string, f *signInFlow) (string, error) {
 	c := b.conf
 	c.RedirectURL = redirect
-	return c.AuthCodeURL(state, oauth2.S256ChallengeOption(f.Verifier)), nil
+	return c.AuthCodeURL(state, append(authParams(b.cfg.AuthParams), oauth2.S256ChallengeOption(f.Verifier))...), nil
 }
 
 func (b *oauthBackend) finish(ctx context.Context, r *http.Request, redirect string, f *signInFlow) (Identity, *signInError) {

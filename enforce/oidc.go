@@ -31,6 +31,8 @@ type OIDCConfig struct {
 	Session SessionConfig
 	// Client makes every request to the provider (it trusts the system roots plus --outbound-ca).
 	Client *http.Client
+	// AuthParams are added to the authorization URL (a traffic policy's authz_url_params).
+	AuthParams map[string]string
 }
 
 // Discovery limits: a discovered provider is used for oidcMaxAge, and a failed discovery is not
@@ -133,7 +135,8 @@ func (b *oidcBackend) authURL(_ context.Context, redirect, state string, f *sign
 	if err != nil {
 		return "", err
 	}
-	return b.oauth2Config(p, redirect).AuthCodeURL(state, oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce)), nil
+	return b.oauth2Config(p, redirect).AuthCodeURL(state,
+		append(authParams(b.cfg.AuthParams), oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce))...), nil
 }
 
 // oidcClaims are the ID token's and userinfo's claims edgeplane uses.

@@ -77,6 +77,10 @@ type PolicyOptions struct {
 	// account is Endpoint's); without it a policy with forward-internal is refused when the
 	// stage is built.
 	Internal InternalEndpoints
+	// SignIn is what the oauth and openid-connect actions need (the session key, managed
+	// applications); without it (or without Outbound) a policy with one is refused when the
+	// stage is built.
+	SignIn *SignInOptions
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

@@ -28,6 +28,7 @@ func init() {
 		var opts enforce.PolicyOptions
 		if s.Env != nil && s.Env.Outbound != nil {
 			opts.Outbound, k.outbound = s.Env.Outbound, true
+			opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}
 		}
 		use := policyUse{sum: k.sum}
 		// A document that may hold state of its route's own (rate limits, a circuit breaker),

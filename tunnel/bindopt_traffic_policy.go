@@ -48,10 +48,11 @@ func init() {
 // sign-in options' when the bind has none of its own.
 func (e bindEnv) options() enforce.PolicyOptions {
 	o := enforce.PolicyOptions{Endpoint: e.endpoint, Log: e.log, Outbound: e.outbound, Internal: e.internal}
-	if o.Outbound == nil {
-		if env := signInEnv.Load(); env != nil {
+	if env := signInEnv.Load(); env != nil {
+		if o.Outbound == nil {
 			o.Outbound = env.Outbound
 		}
+		o.SignIn = &enforce.SignInOptions{SessionKey: env.SessionKey, OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints}
 	}
 	return o
 }
