@@ -81,6 +81,10 @@ type PolicyOptions struct {
 	// applications); without it (or without Outbound) a policy with one is refused when the
 	// stage is built.
 	SignIn *SignInOptions
+	// TerminateTLS says the endpoint's listener applies the policy's terminate-tls action
+	// (trafficpolicy.TerminateTLS) to its handshakes; the action itself then does nothing
+	// more. Without it a policy with terminate-tls is refused when the stage is built.
+	TerminateTLS bool
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

@@ -132,7 +132,7 @@ func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error
 		return connTLS(s.tlsBase, e.TLS, nil), nil
 	}
 	if ep != nil {
-		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || cert != nil {
+		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || policy.MaxVersion != 0 || cert != nil {
 			return connTLS(s.tlsBase, policy, cert), nil
 		}
 	}

@@ -66,6 +66,11 @@ type HTTPSEdge struct {
 // pool of CAs a client certificate must chain to (nil: no client certificate asked for).
 type TLSPolicy struct {
 	MinVersion uint16
+	// MaxVersion is the newest TLS version accepted (0: the listener's, TLS 1.3).
+	MaxVersion uint16
+	// ClientAuth is how a client certificate is asked for under MutualTLS (0: required and
+	// verified against ClientCAs); a traffic policy's terminate-tls may ask for one unverified.
+	ClientAuth tls.ClientAuthType
 	ClientCAs  *x509.CertPool
 	// MutualTLS is set when the mutual_tls module is on; ClientCAs may then be empty (its CAs
 	// were deleted), and every client certificate is refused.
@@ -89,16 +94,19 @@ func (t *TLSPolicy) AddClientCA(ca *x509.Certificate) {
 
 // Admits reports whether a request on a connection of state may pass this policy's mutual TLS:
 // always when it has none, else when the connection's handshake verified a client certificate
-// chaining to one of its CAs now. The listener asks for the certificate in the handshake, by
+// chaining to one of its CAs now (under a terminate-tls that asks for any certificate, when it
+// presented one; under one that only requests it, always). The listener asks for the certificate in the handshake, by
 // server name; a keep-alive connection made before mutual TLS was turned on (or its CAs
 // changed) was never asked, so each request shows it again. A request it refuses is answered
 // 421, so that the client connects again and that handshake asks for the certificate.
 func (t TLSPolicy) Admits(state *tls.ConnectionState) bool {
-	if !t.MutualTLS {
+	switch {
+	case !t.MutualTLS || t.ClientAuth == tls.RequestClientCert:
 		return true
-	}
-	if state == nil {
+	case state == nil:
 		return false
+	case t.ClientAuth == tls.RequireAnyClientCert:
+		return len(state.PeerCertificates) > 0
 	}
 	for _, chain := range state.VerifiedChains {
 		if n := len(chain); n > 0 && t.roots[sha256.Sum256(chain[n-1].Raw)] {
@@ -264,8 +272,14 @@ func (t TLSPolicy) Config(base *tls.Config) *tls.Config {
 	if t.MinVersion != 0 {
 		c.MinVersion = t.MinVersion
 	}
+	if t.MaxVersion != 0 {
+		c.MaxVersion = t.MaxVersion
+	}
 	if t.MutualTLS {
 		c.ClientAuth = tls.RequireAndVerifyClientCert
+		if t.ClientAuth != 0 {
+			c.ClientAuth = t.ClientAuth
+		}
 		c.ClientCAs = t.ClientCAs
 		if c.ClientCAs == nil {
 			c.ClientCAs = x509.NewCertPool() // its CAs were deleted: no certificate verifies

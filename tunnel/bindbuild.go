@@ -32,6 +32,7 @@ func buildModules(proto string, raw json.RawMessage, env bindEnv) (*bindOpts, bi
 			return nil, bindModules{}, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
 		}
 	}
+	env.terminateTLS = proto == "https" || proto == "tls"
 	o.env = env
 	chain, policy, berr := o.chain(proto, raw)
 	if berr != nil {

@@ -98,6 +98,11 @@ func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
 	if v := fields["tlstermination"]; present(v) {
 		term = v
 	}
+	if v := fields["trafficpolicy"]; present(v) && (proto == "https" || proto == "tls") {
+		if s, berr := policyTLSSettings(proto, v, mtls != nil || term != nil); s != nil || berr != nil {
+			return s, berr
+		}
+	}
 	if mtls == nil && term == nil {
 		return nil, nil
 	}

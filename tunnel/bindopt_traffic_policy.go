@@ -47,7 +47,7 @@ func init() {
 // options are the policy options of the bind's environment; the outbound client is the
 // sign-in options' when the bind has none of its own.
 func (e bindEnv) options() enforce.PolicyOptions {
-	o := enforce.PolicyOptions{Endpoint: e.endpoint, Log: e.log, Outbound: e.outbound, Internal: e.internal}
+	o := enforce.PolicyOptions{Endpoint: e.endpoint, Log: e.log, Outbound: e.outbound, Internal: e.internal, TerminateTLS: e.terminateTLS}
 	if env := signInEnv.Load(); env != nil {
 		if o.Outbound == nil {
 			o.Outbound = env.Outbound

@@ -47,6 +47,9 @@ type bindEnv struct {
 	outbound *http.Client
 	// internal serves the policy's forward-internal actions.
 	internal enforce.InternalEndpoints
+	// terminateTLS is set for https and tls binds, whose listener applies the policy's
+	// terminate-tls (tlsSettings).
+	terminateTLS bool
 }
 
 // The traffic_policy option's builders, which take the bind's environment; set by
