@@ -84,6 +84,26 @@ func TestForwardInternal(t *testing.T) {
 	if st, body, h := get(t, hc, "http://halt-a.edgeplane.app/x"); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" || !strings.Contains(body, "offline") {
 		t.Errorf("forward to another account's internal endpoint: %d %s %q, want 404 ERR_NGROK_3200", st, h.Get("ngrok-error-code"), body)
 	}
+	// An internal endpoint forwarding to itself ends after 8 hops; a URL rendering to a public
+	// name fails the action: both 404 ERR_NGROK_3200 naming why.
+	_, token := wa.credential()
+	loop, err := wa.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("loop.internal"),
+		config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(fwd("http://loop.internal", ""))))
+	if err != nil {
+		t.Fatalf("bind loop.internal: %v", err)
+	}
+	serveTunnel(t, loop, actionsUpstream)
+	for name, doc := range map[string]string{"loop-a.edgeplane.app": fwd("http://loop.internal", ""), "public-a.edgeplane.app": fwd("http://${'x' + '.example.com'}", "")} {
+		if err := publicForward(t, wa, name, doc); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+	}
+	for url, why := range map[string]string{"http://loop-a.edgeplane.app/x": "forwarded through 8 internal endpoints", "http://public-a.edgeplane.app/x": "does not name an internal endpoint"} {
+		if st, body, h := get(t, hc, url); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" || !strings.Contains(body, why) {
+			t.Errorf("GET %s: %d %s %q, want 404 ERR_NGROK_3200 naming %q", url, st, h.Get("ngrok-error-code"), body, why)
+		}
+	}
+
 	// The public listeners never serve an internal name, whoever asks.
 	for _, host := range []string{"svc.internal", "only-b.internal"} {
 		if st, _, h := get(t, hc, "http://"+host+"/echo"); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" {
@@ -112,8 +132,7 @@ func TestForwardInternal(t *testing.T) {
 	if err := publicForward(t, wa, "bad-a.edgeplane.app", fwd("http://svc.internal", `,"on_error":"maybe"`)); ngrokCode(err) != "ERR_NGROK_301" || !strings.Contains(err.Error(), "config.on_error") {
 		t.Errorf("bind with on_error maybe: %v, want ERR_NGROK_301 naming on_error", err)
 	}
-	_, token := wa.credential()
-	_, err := wa.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("pub-a.edgeplane.app"),
+	_, err = wa.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("pub-a.edgeplane.app"),
 		config.WithScheme(config.SchemeHTTP), config.WithBindings("internal")))
 	if ngrokCode(err) != "ERR_NGROK_9029" {
 		t.Errorf("the internal binding on a public name: %v, want ERR_NGROK_9029", err)
