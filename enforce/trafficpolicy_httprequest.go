@@ -29,8 +29,8 @@ import (
 // ERR_NGROK_3603, any other) is recorded in actions.ngrok.http_request.error, and the policy
 // goes on, unless on_error is halt: then the request is answered 502 with the code.
 //
-// ngrok reaches its internal endpoints (*.internal) by default; edgeplane has none yet, so such
-// a URL fails the action the same way. Each request carries Ngrok-Req-Type: http-request and a
+// A *.internal URL reaches the account's internal endpoint in process
+// (trafficpolicy_httprequest_internal.go). Each request carries Ngrok-Req-Type: http-request and a
 // hop count: a request that already went through three http-request actions does not make
 // another (a policy calling its own endpoint would otherwise loop).
 const (
@@ -84,6 +84,8 @@ type httpRequester struct {
 	halt, results bool
 	client        *http.Client
 	errRedirects  error
+	// internal is set when the client reaches the account's internal endpoints.
+	internal bool
 }
 
 type queryTemplate struct {
@@ -135,6 +137,14 @@ func newHTTPRequester(a *trafficpolicy.Action, c *trafficpolicy.HTTPRequestConfi
 		}
 		return nil
 	}
+	if tp.opts.Internal != nil && tp.opts.Endpoint != nil && tp.opts.Endpoint.Account != "" {
+		base := client.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		client.Transport = &internalTransport{base: base, internal: tp.opts.Internal, account: tp.opts.Endpoint.Account}
+		h.internal = true
+	}
 	h.client = &client
 	return h, nil
 }
@@ -174,8 +184,8 @@ func (h *httpRequester) do(in *http.Request, vars map[string]any, res map[string
 		return 3900, fmt.Errorf("the url: %v", err)
 	}
 	u, _ := url.Parse(target)
-	if strings.HasSuffix(strings.ToLower(u.Hostname()), ".internal") {
-		return 3210, fmt.Errorf("%s: edgeplane has no internal endpoints yet", u.Host)
+	if isInternal(u.Hostname()) && !h.internal {
+		return 3210, fmt.Errorf("%s: this policy cannot reach internal endpoints (it was built without its account's)", u.Host)
 	}
 	q := u.Query()
 	for _, qt := range h.query {
@@ -204,7 +214,7 @@ func (h *httpRequester) do(in *http.Request, vars map[string]any, res map[string
 	}
 	res["req"] = map[string]any{"method": h.method, "url": u.String(), "header": lowerHeader(header), "body": body}
 
-	ctx, cancel := context.WithTimeout(in.Context(), h.timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(in.Context(), internalClientKey{}, in.RemoteAddr), h.timeout)
 	defer cancel()
 	var attempts []any
 	for n := 1; ; n++ {
@@ -261,6 +271,9 @@ func (h *httpRequester) attempt(ctx context.Context, target string, header http.
 	if err != nil {
 		if errors.Is(err, h.errRedirects) {
 			return last, 3214, h.errRedirects
+		}
+		if errors.Is(err, errInternalOffline) {
+			return last, 3200, fmt.Errorf("%s: %v", req.URL.Host, errInternalOffline)
 		}
 		return last, 3210, err
 	}

@@ -69,7 +69,7 @@ func TestPolicyHTTPRequest(t *testing.T) {
 	if w := run(`{"url":"TARGET/flaky","retry_condition":"last_attempt.res.statusCode == 500"}`, `${actions.ngrok.http_request.res.body} ${size(actions.ngrok.http_request.attempts)}`, nil); w.Body.String() != "recovered 3" {
 		t.Errorf("retried while the condition held: %q", w.Body)
 	}
-	if w := run(`{"url":"https://svc.internal/x"}`, `${actions.ngrok.http_request.error.message}`, nil); !strings.Contains(w.Body.String(), "no internal endpoints") {
+	if w := run(`{"url":"https://svc.internal/x"}`, `${actions.ngrok.http_request.error.message}`, nil); !strings.Contains(w.Body.String(), "cannot reach internal endpoints") {
 		t.Errorf("an internal endpoint: %q", w.Body)
 	}
 	if w := run(`{"url":"TARGET/echo"}`, `${actions.ngrok.http_request.error.code}`, map[string]string{"Ngrok-Req-Hops": "3"}); w.Body.String() != "ERR_NGROK_3603" {

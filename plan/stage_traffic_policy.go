@@ -87,12 +87,13 @@ var policyBreakers = newLiveRegistry[limiterKey, enforce.Breaker]()
 
 // perRoute reports whether a document may hold what makes its stage its route's (or edge's)
 // own: state (rate-limit, circuit-breaker), log records naming it (log), the endpoint.*
-// variables, the account whose internal endpoints it forwards to (forward-internal). The test
+// variables, the account whose internal endpoints it reaches (forward-internal, http-request). The test
 // is of the text, so it may say yes for a document without them (say a path with "log" in it):
 // such a document is only compiled once per route instead of once.
 func perRoute(doc string) bool {
 	return strings.Contains(doc, "rate-limit") || strings.Contains(doc, "circuit-breaker") ||
-		strings.Contains(doc, "log") || strings.Contains(doc, "endpoint.") || strings.Contains(doc, "forward-internal")
+		strings.Contains(doc, "log") || strings.Contains(doc, "endpoint.") || strings.Contains(doc, "forward-internal") ||
+		strings.Contains(doc, "http-request")
 }
 
 // edgeRouteOf finds the edge and route whose traffic_policy m is.

@@ -104,6 +104,24 @@ func TestForwardInternal(t *testing.T) {
 		}
 	}
 
+	// http-request reaches the account's internal endpoint, through its policy; another
+	// account's is offline to it (halt: 502 ERR_NGROK_3200).
+	hr := func(url string) string {
+		return `{"on_http_request":[{"actions":[{"type":"http-request","config":{"url":"` + url + `/echo","on_error":"halt"}},` +
+			`{"type":"add-headers","config":{"headers":{"x-user":"${actions.ngrok.http_request.res.body}"}}}]}]}`
+	}
+	for name, doc := range map[string]string{"hr-a.edgeplane.app": hr("http://svc.internal"), "hr-b.edgeplane.app": hr("http://only-b.internal")} {
+		if err := publicForward(t, wa, name, doc); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+	}
+	if st, body, _ := get(t, hc, "http://hr-a.edgeplane.app/x"); st != 200 || body != "who= user=who=internal-a user= body= body=" {
+		t.Errorf("http-request to A's internal endpoint: %d %q", st, body)
+	}
+	if st, body, h := get(t, hc, "http://hr-b.edgeplane.app/x"); st != 502 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" || !strings.Contains(body, "offline") {
+		t.Errorf("http-request to B's internal endpoint from A: %d %s %q, want 502 ERR_NGROK_3200", st, h.Get("ngrok-error-code"), body)
+	}
+
 	// The public listeners never serve an internal name, whoever asks.
 	for _, host := range []string{"svc.internal", "only-b.internal"} {
 		if st, _, h := get(t, hc, "http://"+host+"/echo"); st != 404 || h.Get("ngrok-error-code") != "ERR_NGROK_3200" {
