@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"github.com/edgeplane/edgeplane/pki"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
@@ -47,7 +49,7 @@ func edgeUpstream(t *testing.T, tun net.Listener, name string) {
 		}),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
-	go func() { _ = srv.Serve(tun) }()
+	go func() { _ = srv.Serve(acceptguard.Listener{Listener: tun}) }()
 	t.Cleanup(func() { srv.Close() })
 }
 
@@ -239,7 +241,7 @@ func TestTLSAndTCPEdges(t *testing.T) {
 		}
 		go func() {
 			for {
-				c, err := tun.Accept()
+				c, err := acceptguard.Listener{Listener: tun}.Accept()
 				if err != nil {
 					return
 				}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -360,7 +362,7 @@ on_tcp_connect:
 	}
 	accepted := make(chan struct{}, 1)
 	go func() {
-		if c, err := tun.Accept(); err == nil {
+		if c, err := (acceptguard.Listener{Listener: tun}).Accept(); err == nil {
 			accepted <- struct{}{}
 			c.Close()
 		}
