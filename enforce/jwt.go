@@ -14,6 +14,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // jwtSkew is the clock skew allowed on exp, nbf and iat.
@@ -254,6 +256,9 @@ func (j *JWT) check(r *http.Request, t foundToken) error {
 	}
 	switch {
 	case !verified && fetchErr != nil:
+		if r, ok := outbound.Refused(fetchErr); ok {
+			return errors.New("the signing keys could not be fetched: " + r.Reason() + " (--outbound-allow-private)")
+		}
 		return errors.New("the signing keys could not be fetched")
 	case !verified:
 		return errors.New("the signature does not verify with any key of the key sets")

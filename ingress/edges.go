@@ -2,15 +2,14 @@ package ingress
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/inspect"
+	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -94,26 +93,23 @@ func (p *proxy) routeFinal() http.Handler {
 func (s *Server) EdgeHandler() http.Handler { return s.proxy.routeFinal() }
 
 // Env is the environment stages are built with: an outbound HTTP client trusting the system
-// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, and st's UseOnce,
-// where the saml module keeps the assertions it accepted so that none is accepted twice on any
-// replica, and its record of the sessions single logout ended. Without st (nil) every saml route
-// refuses all sign-ins.
+// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, that connects to
+// no non-public address unless OutboundAllowPrivate (an account's configuration names the URLs
+// it fetches), and st's UseOnce, where the saml module keeps the assertions it accepted so that
+// none is accepted twice on any replica, and its record of the sessions single logout ended.
+// Without st (nil) every saml route refuses all sign-ins.
 func (s *Server) Env(st *store.Store) *plan.Env {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: s.cfg.OutboundRoots, MinVersion: tls.VersionTLS12}
-	tr.ResponseHeaderTimeout = 10 * time.Second
-	env := &plan.Env{Outbound: &http.Client{Transport: tr, Timeout: 15 * time.Second,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		}}}
+	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions())}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)
 	}
 	return env
+}
+
+// outboundOptions are the guard of the connections an account's configuration makes edgeplane open.
+func (s *Server) outboundOptions() outbound.Options {
+	return outbound.Options{Roots: s.cfg.OutboundRoots, AllowPrivate: s.cfg.OutboundAllowPrivate}
 }
 
 // serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when

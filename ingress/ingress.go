@@ -68,6 +68,11 @@ type Config struct {
 	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
 	// system's (--outbound-ca adds to them).
 	OutboundRoots *x509.CertPool
+	// OutboundAllowPrivate lets the requests and connections an account's configuration makes
+	// edgeplane send (key sets, identity providers, http-request, static backends) reach
+	// loopback, private, link-local and other non-public addresses (--outbound-allow-private);
+	// without it they are refused on every dial.
+	OutboundAllowPrivate bool
 	// Limiter, when not nil, counts and limits the connections of TCP endpoints' listeners,
 	// with those of the HTTP and TLS listeners its owner wrapped in it.
 	Limiter *netx.Limiter

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // proxy carries public HTTP requests to agents as HTTP/1.1 over proxy streams. Streams are kept
@@ -222,12 +223,17 @@ func appendHeader(h http.Header, name string, prior []string, v string) {
 	h.Set(name, v)
 }
 
-// fail answers a request the agent could not carry: 502 with ERR_NGROK_8012.
+// fail answers a request the agent (or a static backend) could not carry: 502 with
+// ERR_NGROK_8012, naming the class of a static backend's address the outbound guard refused.
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the client left
 	}
 	p.s.log.Debug("proxy to agent failed", "host", r.Host, "err", err)
+	if refused, ok := outbound.Refused(err); ok {
+		enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The backend's address was refused: "+refused.Reason()+".")
+		return
+	}
 	enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The agent's tunnel failed while carrying this request: "+err.Error())
 }
 

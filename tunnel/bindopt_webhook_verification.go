@@ -10,7 +10,8 @@ import (
 // The webhook_verification bind option (ngrok-go's WithWebhookVerification): provider and
 // secret as the agent sends them. A sealed secret is encrypted for ngrok's own servers, so
 // edgeplane cannot open it; a bind giving only that is refused. SNS certificates are fetched
-// trusting the system roots.
+// with the data plane's outbound client (its --outbound-ca and outbound guard), as the route
+// module's are; without it, with the guard's own client trusting the system roots.
 func init() {
 	registerBindStage("webhook_verification", func(raw json.RawMessage) (enforce.Stage, error) {
 		var o struct {
@@ -27,6 +28,10 @@ func init() {
 		if o.Provider == "sns" && o.Secret != "" {
 			return nil, errors.New("sns takes no secret: its messages are verified by their signing certificate")
 		}
-		return enforce.NewWebhookVerification(o.Provider, o.Secret, enforce.WebhookOptions{})
+		var opts enforce.WebhookOptions
+		if env := signInEnv.Load(); env != nil {
+			opts.Client = env.Outbound
+		}
+		return enforce.NewWebhookVerification(o.Provider, o.Secret, opts)
 	})
 }
