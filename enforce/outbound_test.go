@@ -1,17 +1,22 @@
 package enforce
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/edgeplane/edgeplane/internal/outbound"
 )
@@ -101,5 +106,39 @@ func TestSNSOutboundRefused(t *testing.T) {
 		if requests != 0 {
 			t.Errorf("the certificate server got %d requests while refused", requests)
 		}
+	}
+}
+
+// A websocket_tcp_converter route whose static backend is on a loopback address, dialled through
+// the guard as the data plane dials static backends: 502 ERR_NGROK_8012 naming the refusal, before
+// the websocket is accepted, and the backend never sees a connection.
+func TestWSTCPOutboundRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	srv := wsServer(t, func(ctx context.Context) (net.Conn, error) {
+		return outbound.Options{}.Dialer().DialContext(ctx, "tcp", ln.Addr().String())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err == nil || resp == nil || resp.StatusCode != 502 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_8012" {
+		t.Fatalf("a refused upstream: %v %+v, want 502 ERR_NGROK_8012", err, resp)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	wantLoopbackRefusal(t, "websocket upstream", string(b))
+	select {
+	case <-accepted:
+		t.Error("the refused upstream accepted a connection")
+	default:
 	}
 }
