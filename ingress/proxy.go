@@ -97,12 +97,13 @@ func (copyBuffers) Put(b []byte) {
 func (p *proxy) close() { p.tr.CloseIdleConnections() }
 
 // serve routes one public request by its Host to an online endpoint of proto. The client's own
-// ngrok-auth-* headers are removed first, on every route and endpoint: only a sign-in module
-// sets them, and an upstream that trusts them must never be told a name of the client's
-// choosing, including on a route whose module is not (or not yet) in the plan. x is the
-// request's record when the inspector is on, nil otherwise.
+// ngrok-auth-* and ngrok-mtls-* headers (and the X-Forwarded-* ones spelled with underscores)
+// are removed first, in every spelling an upstream reads as the same name, on every route and
+// endpoint: only a sign-in or mutual TLS module sets them, and an upstream that trusts them must
+// never be told a name of the client's choosing, including on a route whose module is not (or
+// not yet) in the plan. x is the request's record when the inspector is on, nil otherwise.
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *exchange) {
-	enforce.StripIdentityHeaders(r.Header)
+	enforce.StripClientHeaders(r.Header)
 	host := strings.ToLower(hostOnly(r.Host))
 	if x != nil {
 		x.entry.Host = host
