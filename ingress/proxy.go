@@ -197,8 +197,11 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 }
 
 // rewrite prepares the request for the agent: the Host the client sent, and the X-Forwarded
-// headers ngrok adds (For and Proto appended to what the client sent, Host set), then the
-// edits of a request_headers stage the request passed (which may remove or replace those).
+// headers ngrok adds, then the edits of a request_headers stage the request passed (which may
+// remove or replace those). For is appended to what the client sent, a chain of proxies each
+// adding the address it saw; Proto and Host are set to what edgeplane saw, replacing the
+// client's, as httputil.ProxyRequest.SetXForwarded does: frameworks that trust the proxy read
+// the first value, and a client must not choose it (a plain-HTTP request passing for https).
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = pr.In.URL.Host
@@ -209,7 +212,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		clientIP = ap.Addr().Unmap().String()
 	}
 	appendHeader(pr.Out.Header, "X-Forwarded-For", pr.In.Header.Values("X-Forwarded-For"), clientIP)
-	appendHeader(pr.Out.Header, "X-Forwarded-Proto", pr.In.Header.Values("X-Forwarded-Proto"), info.proto)
+	pr.Out.Header.Set("X-Forwarded-Proto", info.proto)
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
 	if _, ok := pr.In.Header["User-Agent"]; !ok {
 		pr.Out.Header["User-Agent"] = nil // never invent a Go user agent

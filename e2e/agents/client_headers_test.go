@@ -66,8 +66,9 @@ func rawGet(t *testing.T, addr, host string, hdr [][2]string) (int, []byte) {
 }
 
 // checkForwarded fails unless the upstream saw none of the client's identity headers in any
-// spelling, no X-Forwarded-* spelled with underscores, X-Forwarded-Host set to what edgeplane
-// saw (host) alone, and X-Forwarded-For with the client's value then the client's address.
+// spelling, no X-Forwarded-* spelled with underscores, X-Forwarded-Proto and -Host set to what
+// edgeplane saw (proto, host) alone, and X-Forwarded-For with the client's value then the
+// client's address.
 func checkForwarded(t *testing.T, what string, saw http.Header, proto, host string) {
 	t.Helper()
 	for k, v := range saw {
@@ -77,7 +78,8 @@ func checkForwarded(t *testing.T, what string, saw http.Header, proto, host stri
 			t.Errorf("%s: the upstream saw the client's %s: %q", what, k, v)
 		}
 	}
-	for name, want := range map[string]string{"X-Forwarded-Host": host, "X-Forwarded-For": "10.9.9.9, 127.0.0.1"} {
+	for name, want := range map[string]string{"X-Forwarded-Proto": proto, "X-Forwarded-Host": host,
+		"X-Forwarded-For": "10.9.9.9, 127.0.0.1"} {
 		if got := saw.Values(name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s: the upstream saw %s %q, want %q", what, name, got, want)
 		}
@@ -86,8 +88,8 @@ func checkForwarded(t *testing.T, what string, saw http.Header, proto, host stri
 
 // TestClientHeaderSpellings: a public client's identity headers (ngrok-auth-*, ngrok-mtls-*) in
 // any spelling an upstream reads as the same name never reach an agent, on an endpoint or an
-// edge of account A and an endpoint of account B; nor do the X-Forwarded-* spelled with
-// underscores: X-Forwarded-Host is what edgeplane saw, and X-Forwarded-For is appended to.
+// edge of account A and an endpoint of account B; X-Forwarded-Proto and -Host are what
+// edgeplane saw, whatever the client sent, and X-Forwarded-For is appended to.
 func TestClientHeaderSpellings(t *testing.T) {
 	w := start(t)
 	b := w.asAccount("team-b")
