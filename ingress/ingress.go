@@ -151,7 +151,14 @@ func New(cfg Config) *Server {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return cfg.Certificate(hello.ServerName)
+			cert, err := cfg.Certificate(hello.ServerName)
+			if errors.Is(err, ErrUnknownName) {
+				// No certificate and no error: crypto/tls then ends the handshake with the
+				// unrecognized_name alert (RFC 6066), which tells the client the name is not
+				// served here; an error would be sent as internal_error.
+				return nil, nil
+			}
+			return cert, err
 		},
 	}
 	// An HTTPS edge's or https endpoint's own TLS policy (minimum version, client certificates)

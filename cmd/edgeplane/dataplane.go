@@ -408,6 +408,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host) || d.gw.Unrouted(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
+	certs.ServiceDomains = settings.ServiceDomains
 	if d.dns != nil {
 		d.dns.start(st, settings, log)
 	}
