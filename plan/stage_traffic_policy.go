@@ -84,14 +84,9 @@ type limiterKey struct {
 // limiters does for rate limits.
 var policyBreakers = newLiveRegistry[limiterKey, enforce.Breaker]()
 
-// perRoute reports whether a document may hold what makes its stage its route's (or edge's)
-// own: state (rate-limit, circuit-breaker), log records naming it (log), the endpoint.*
-// variables. The test is of the text, so it may say yes for a document without them (say a
-// path with "log" in it): such a document is only compiled once per route instead of once.
-func perRoute(doc string) bool {
-	return strings.Contains(doc, "rate-limit") || strings.Contains(doc, "circuit-breaker") ||
-		strings.Contains(doc, "log") || strings.Contains(doc, "endpoint.")
-}
+// perRoute reports whether a document's stage is its route's (or edge's) own
+// (ep.PolicyPerObject): the API's budget check keys documents the same way.
+func perRoute(doc string) bool { return ep.PolicyPerObject(doc) }
 
 // edgeRouteOf finds the edge and route whose traffic_policy m is.
 func edgeRouteOf(s *Snapshot, m *ep.EndpointTrafficPolicy) (*ep.HTTPSEdge, string) {
