@@ -240,7 +240,7 @@ func lookup[E any](m map[string]*E, host string) *E {
 // Route returns the route for a request path: the route a saml module's URL names, else an
 // exact match first, then the longest prefix; nil when none matches.
 func (e *HTTPSEdge) Route(path string) *Route {
-	if strings.HasPrefix(path, ep.SAMLPathPrefix) { // a saml route's own URLs (stage_saml.go)
+	if strings.HasPrefix(path, ep.SAMLPathPrefix) { // a saml route's own URLs (module_saml.go)
 		if r := e.samlRoute(path); r != nil {
 			return r
 		}

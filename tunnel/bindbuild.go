@@ -7,6 +7,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -25,7 +26,7 @@ type bindModules struct {
 // buildModules decodes a bind's options for proto and builds its modules, with env for its
 // traffic policy; the refusal is the bind's (an option edgeplane does not enforce, one that is
 // not valid).
-func buildModules(proto string, raw json.RawMessage, env bindEnv) (*bindOpts, bindModules, *bindError) {
+func buildModules(proto string, raw json.RawMessage, env plan.BindEnv) (*bindOpts, bindModules, *bindError) {
 	var o bindOpts
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &o); err != nil {

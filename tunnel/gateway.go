@@ -15,6 +15,7 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// credentials or reservations changed, and checks their online sessions against the store
 	// (default 500ms): a delete through any replica's API takes them offline within it.
 	CheckInterval time.Duration
+	// Env is the data plane's environment for the modules agents ask for (the sign-in key and
+	// managed OAuth applications, the outbound client); nil refuses the options needing it.
+	Env *plan.Env
 	// PolicyLog receives the records of the log actions of agents' traffic policies; nil
 	// refuses a bind whose policy has one.
 	PolicyLog *enforce.PolicyLog

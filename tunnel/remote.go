@@ -48,9 +48,9 @@ type remoteTunnel struct {
 	}
 }
 
-// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. log
-// records its traffic policy's log actions, on this replica.
-func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, log *enforce.PolicyLog) *remoteTunnel {
+// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. env is
+// this replica's for the modules' builders (its Endpoint is filled in here).
+func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, env plan.BindEnv) *remoteTunnel {
 	r := &remoteTunnel{row: row, replica: replica, link: link}
 	r.row.Opts = nil // kept only as the modules they make
 	switch {
@@ -63,7 +63,7 @@ func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, l
 			host, addr = "", row.Name
 		}
 		fillEndpoint(endpoint, row.ID, url, host, addr)
-		if _, mods, berr := buildModules(row.Proto, row.Opts, bindEnv{endpoint: endpoint, log: log}); berr != nil {
+		if _, mods, berr := buildModules(row.Proto, row.Opts, plan.BindEnv{Env: env.Env, Endpoint: endpoint, Log: env.Log}); berr != nil {
 			r.broken = "its options cannot be applied on this replica: " + berr.msg
 		} else {
 			r.mods = mods

@@ -357,7 +357,16 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	if err != nil {
 		return err
 	}
+	// The environment of the modules, routes' and agents' alike: the sign-in key, the managed
+	// OAuth applications, the outbound client, the policy log.
+	env := d.pub.Env(st)
+	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
+		return err
+	}
+	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
+	env.PolicyLog = d.policyLog
 	d.gw = tunnel.New(tunnel.Config{
+		Env:       env,
 		PolicyLog: d.policyLog,
 		Link:      link,
 		Store:     st,
@@ -387,14 +396,6 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		}
 		return out
 	})
-	env := d.pub.Env(st)
-	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
-		return err
-	}
-	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
-	env.PolicyLog = d.policyLog
-	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound,
-		OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints})
 	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}

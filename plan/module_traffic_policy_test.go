@@ -21,14 +21,14 @@ func TestTrafficPolicyStage(t *testing.T) {
 	}
 	b := &builder{s: &Snapshot{Account: "acct_1"}}
 	doc := `{"on_http_request":[{"expressions":["req.method == 'POST'"],"actions":[{"type":"deny"}]}]}`
-	one, two := b.route(route(doc)), b.route(route(doc))
+	one, two := b.route(&ep.HTTPSEdge{}, route(doc)), b.route(&ep.HTTPSEdge{}, route(doc))
 	if one.Unenforced != "" || one.Chain == nil || len(one.Chain.HTTP) != 1 || one.Chain.HTTP[0].Name() != "traffic_policy" {
 		t.Fatalf("route: %+v", one)
 	}
 	if one.Chain.HTTP[0] != two.Chain.HTTP[0] {
 		t.Error("the same document was compiled twice")
 	}
-	limited := b.route(route(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`))
+	limited := b.route(&ep.HTTPSEdge{}, route(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`))
 	if !strings.HasPrefix(limited.Unenforced, "traffic_policy (") || !strings.Contains(limited.Unenforced, "owasp-crs-request") {
 		t.Errorf("an unapplied action: %q", limited.Unenforced)
 	}
@@ -105,11 +105,11 @@ func TestPolicyLimitersSurviveRebuilds(t *testing.T) {
 	  "jws":{"allowed_algorithms":["RS256"],"keys":{"sources":{"additional_jkus":["https://idp.example.com/jwks"]}}}}}]}]}`
 	rt := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_jwt"}, MatchType: ep.MatchPathPrefix, Match: "/",
 		TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: jwt}}
-	without := (&builder{s: &Snapshot{Account: "acct_1"}}).route(rt)
+	without := (&builder{s: &Snapshot{Account: "acct_1"}}).route(&ep.HTTPSEdge{}, rt)
 	if !strings.Contains(without.Unenforced, "outbound HTTP client") {
 		t.Errorf("jwt-validation without an outbound client: %q", without.Unenforced)
 	}
-	with := (&builder{s: &Snapshot{Account: "acct_1", Env: &Env{Outbound: http.DefaultClient}}}).route(rt)
+	with := (&builder{s: &Snapshot{Account: "acct_1", Env: &Env{Outbound: http.DefaultClient}}}).route(&ep.HTTPSEdge{}, rt)
 	if with.Unenforced != "" || with.Chain == nil {
 		t.Errorf("jwt-validation with an outbound client: %q", with.Unenforced)
 	}

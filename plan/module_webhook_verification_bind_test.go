@@ -1,16 +1,19 @@
-package tunnel
+package plan
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/edgeplane/edgeplane/enforce"
 )
 
 // TestWebhookVerificationBindOption: the option builds a stage for a provider; a sealed secret
 // alone, an unknown provider, sns with a secret, a secret the provider cannot use and a
 // malformed option are refused, naming why.
 func TestWebhookVerificationBindOption(t *testing.T) {
-	build := bindStages["webhook_verification"]
+	var env BindEnv
+	build := func(raw json.RawMessage) (enforce.Stage, error) { return bindWebhookVerification(raw, env) }
 	for _, raw := range []string{`{"provider":"github","secret":"s"}`, `{"provider":"mailgun","secret":"s"}`} {
 		if st, err := build(json.RawMessage(raw)); err != nil || st.Name() != "webhook_verification" {
 			t.Errorf("%s: %v", raw, err)

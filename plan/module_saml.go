@@ -17,45 +17,27 @@ import (
 // route whatever its match: HTTPSEdge.Route sends paths under ep.SAMLPathPrefix to the route
 // they name (samlRoute). A route whose URLs are not on its edge's hosts (made when the edge
 // had no hostport), or whose key is missing, fails closed: no sign-in could complete.
-func init() {
-	registerRouteStage("saml", func(cfg any, s *Snapshot) (enforce.Stage, error) {
-		m := cfg.(*ep.EndpointSAML)
-		r, e := samlRouteOf(s, m)
-		if r == nil {
-			return nil, errors.New("its route is not in the account's configuration")
-		}
-		pair, err := ep.SAMLKeyPair(m.RequestSigningCertificatePEM, s.SAMLKeys[r.ID])
-		if err != nil {
-			return nil, errors.New("no request signing key is kept for the route's certificate; PUT the saml module again for a new pair")
-		}
-		if err := samlURLsServed(m, r, e); err != nil {
-			return nil, err
-		}
-		sess, err := sessionConfig(s, m.CookiePrefix, m.InactivityTimeout, m.MaximumDuration, m.OptionsPassthrough)
-		if err != nil {
-			return nil, err
-		}
-		if r.MatchType == ep.MatchPathPrefix && strings.HasPrefix(r.Match, "/") {
-			sess.Base = r.Match
-		}
-		return enforce.NewSAML(enforce.SAMLConfig{IdPMetadata: m.IdPMetadata, EntityID: m.EntityID, MetadataURL: m.MetadataURL,
-			ACSURL: m.AssertionConsumerServiceURL, SLOURL: m.SingleLogoutURL, Key: pair.PrivateKey.(*rsa.PrivateKey), Certificate: pair.Leaf,
-			ForceAuthn: m.ForceAuthn, AllowIdPInitiated: m.AllowIdPInitiated, AuthorizedGroups: m.AuthorizedGroups,
-			NameIDFormat: m.NameIDFormat, Session: sess, RouteID: r.ID, UseOnce: s.Env.UseOnce,
-			Revocations: s.Env.Revocations})
-	})
-}
-
-// samlRouteOf finds the route, and its edge, whose saml module m is.
-func samlRouteOf(s *Snapshot, m *ep.EndpointSAML) (*ep.HTTPSEdgeRoute, *ep.HTTPSEdge) {
-	for _, e := range s.HTTPSEdges {
-		for _, r := range e.Routes {
-			if r.SAML == m {
-				return r, e
-			}
-		}
+func routeSAML(cfg any, at RouteEnv) (enforce.Stage, error) {
+	m, s, r, e := cfg.(*ep.EndpointSAML), at.Snapshot, at.Route, at.Edge
+	pair, err := ep.SAMLKeyPair(m.RequestSigningCertificatePEM, s.SAMLKeys[r.ID])
+	if err != nil {
+		return nil, errors.New("no request signing key is kept for the route's certificate; PUT the saml module again for a new pair")
 	}
-	return nil, nil
+	if err := samlURLsServed(m, r, e); err != nil {
+		return nil, err
+	}
+	sess, err := sessionConfig(s, m.CookiePrefix, m.InactivityTimeout, m.MaximumDuration, m.OptionsPassthrough)
+	if err != nil {
+		return nil, err
+	}
+	if r.MatchType == ep.MatchPathPrefix && strings.HasPrefix(r.Match, "/") {
+		sess.Base = r.Match
+	}
+	return enforce.NewSAML(enforce.SAMLConfig{IdPMetadata: m.IdPMetadata, EntityID: m.EntityID, MetadataURL: m.MetadataURL,
+		ACSURL: m.AssertionConsumerServiceURL, SLOURL: m.SingleLogoutURL, Key: pair.PrivateKey.(*rsa.PrivateKey), Certificate: pair.Leaf,
+		ForceAuthn: m.ForceAuthn, AllowIdPInitiated: m.AllowIdPInitiated, AuthorizedGroups: m.AuthorizedGroups,
+		NameIDFormat: m.NameIDFormat, Session: sess, RouteID: r.ID, UseOnce: s.Env.UseOnce,
+		Revocations: s.Env.Revocations})
 }
 
 // samlURLsServed checks that the module's URLs are the ones this data plane serves for the

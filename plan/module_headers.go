@@ -1,4 +1,4 @@
-package tunnel
+package plan
 
 import (
 	"encoding/json"
@@ -11,25 +11,65 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 )
 
+// The request_headers and response_headers modules of a route become enforce.Headers stages.
+// The API refuses headers the modules may not touch; a configuration stored before that rule
+// (or edited outside the API) that names one fails the route closed instead.
+func routeRequestHeaders(cfg any, _ RouteEnv) (enforce.Stage, error) {
+	add, remove, err := headerEdits(cfg.(*ep.EndpointHeaders))
+	if err != nil {
+		return nil, err
+	}
+	return enforce.NewRequestHeaders(add, remove)
+}
+
+func routeResponseHeaders(cfg any, _ RouteEnv) (enforce.Stage, error) {
+	add, remove, err := headerEdits(cfg.(*ep.EndpointHeaders))
+	if err != nil {
+		return nil, err
+	}
+	return enforce.NewResponseHeaders(add, remove)
+}
+
+// headerEdits turns the module's map and list into the stage's edits, in a stable order.
+func headerEdits(m *ep.EndpointHeaders) ([]enforce.HeaderValue, []string, error) {
+	var add []enforce.HeaderValue
+	names := make([]string, 0, len(m.Add))
+	for k := range m.Add {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int { return strings.Compare(strings.ToLower(a), strings.ToLower(b)) })
+	for _, name := range names {
+		if why := ep.FixedHeader(name); why != "" {
+			return nil, nil, fmt.Errorf("%q cannot be added: %s", name, why)
+		}
+		add = append(add, enforce.HeaderValue{Name: name, Value: m.Add[name]})
+	}
+	for _, name := range m.Remove {
+		if why := ep.FixedHeader(name); why != "" {
+			return nil, nil, fmt.Errorf("%q cannot be removed: %s", name, why)
+		}
+	}
+	return add, m.Remove, nil
+}
+
 // An agent's RequestHeaders and ResponseHeaders options: {"add": ["Name:value", …], "remove":
 // [names], "addParsed": {name: value}} (ngrok-go sends "Name:value" entries; a space after the
 // colon, as ngrok's CLI writes them, is not part of the value). Headers the API refuses
 // (edgeplane.FixedHeader) refuse the bind.
-func init() {
-	registerBindStage("request_headers", func(raw json.RawMessage) (enforce.Stage, error) {
-		add, remove, err := bindHeaderEdits(raw)
-		if err != nil {
-			return nil, err
-		}
-		return enforce.NewRequestHeaders(add, remove)
-	})
-	registerBindStage("response_headers", func(raw json.RawMessage) (enforce.Stage, error) {
-		add, remove, err := bindHeaderEdits(raw)
-		if err != nil {
-			return nil, err
-		}
-		return enforce.NewResponseHeaders(add, remove)
-	})
+func bindRequestHeaders(raw json.RawMessage, _ BindEnv) (enforce.Stage, error) {
+	add, remove, err := bindHeaderEdits(raw)
+	if err != nil {
+		return nil, err
+	}
+	return enforce.NewRequestHeaders(add, remove)
+}
+
+func bindResponseHeaders(raw json.RawMessage, _ BindEnv) (enforce.Stage, error) {
+	add, remove, err := bindHeaderEdits(raw)
+	if err != nil {
+		return nil, err
+	}
+	return enforce.NewResponseHeaders(add, remove)
 }
 
 // bindHeaderEdits decodes and checks a headers option.

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -21,53 +23,51 @@ import (
 // outbound client (jwt-validation's key sets, verify-webhook's SNS certificates), and its
 // rate-limit actions keep their counts across rebuilds in the limiters registry, keyed by the
 // route, the action's place in the document and its configuration.
-func init() {
-	registerRouteStage("traffic_policy", func(cfg any, s *Snapshot) (enforce.Stage, error) {
-		m := cfg.(*ep.EndpointTrafficPolicy)
-		k := policyKey{sum: sha256.Sum256([]byte(m.Value))}
-		var opts enforce.PolicyOptions
-		if s.Env != nil && s.Env.Outbound != nil {
-			opts.Outbound, k.outbound = s.Env.Outbound, true
+func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
+	s := at.Snapshot
+	m := cfg.(*ep.EndpointTrafficPolicy)
+	k := policyKey{sum: sha256.Sum256([]byte(m.Value))}
+	var opts enforce.PolicyOptions
+	if s.Env != nil && s.Env.Outbound != nil {
+		opts.Outbound, k.outbound = s.Env.Outbound, true
+	}
+	use := policyUse{sum: k.sum}
+	// A document that may hold state of its route's own (rate limits, a circuit breaker),
+	// records naming its route (log) or read its endpoint (a cheap test of its text) is
+	// built for its route only.
+	if perRoute(m.Value) {
+		e, route := at.Edge, at.Route.ID
+		k.account, k.route, use.route = s.Account, route, route
+		opts.Limiter = func(key string, create func() *enforce.RateLimiter) *enforce.RateLimiter {
+			l, _ := limiters.get(limiterKey{account: s.Account, route: route, action: key},
+				func() (*enforce.RateLimiter, error) { return create(), nil })
+			return l
 		}
-		use := policyUse{sum: k.sum}
-		// A document that may hold state of its route's own (rate limits, a circuit breaker),
-		// records naming its route (log) or read its endpoint (a cheap test of its text) is
-		// built for its route only.
-		if perRoute(m.Value) {
-			if e, route := edgeRouteOf(s, m); route != "" {
-				k.account, k.route, use.route = s.Account, route, route
-				opts.Limiter = func(key string, create func() *enforce.RateLimiter) *enforce.RateLimiter {
-					l, _ := limiters.get(limiterKey{account: s.Account, route: route, action: key},
-						func() (*enforce.RateLimiter, error) { return create(), nil })
-					return l
-				}
-				opts.Breaker = func(key string, create func() *enforce.Breaker) *enforce.Breaker {
-					b, _ := policyBreakers.get(limiterKey{account: s.Account, route: route, action: key},
-						func() (*enforce.Breaker, error) { return create(), nil })
-					return b
-				}
-				opts.Endpoint = edgeEndpoint(s.Account, e.ID, "https", e.Hostports)
-				opts.Endpoint.Route = route
-				if s.Env != nil {
-					opts.Log = s.Env.PolicyLog
-				}
-			}
+		opts.Breaker = func(key string, create func() *enforce.Breaker) *enforce.Breaker {
+			b, _ := policyBreakers.get(limiterKey{account: s.Account, route: route, action: key},
+				func() (*enforce.Breaker, error) { return create(), nil })
+			return b
 		}
-		if s.refusedPolicies[use] {
-			return nil, policyOverBudget(k.sum, m.Value)
+		opts.Endpoint = edgeEndpoint(s.Account, e.ID, "https", e.Hostports)
+		opts.Endpoint.Route = route
+		if s.Env != nil {
+			opts.Log = s.Env.PolicyLog
 		}
-		tp, err := policyStages.route(k, func() (*enforce.TrafficPolicy, error) {
-			p, err := ep.ParseTrafficPolicy(m.Value)
-			if err != nil {
-				return nil, err
-			}
-			return enforce.NewTrafficPolicyWith(p, opts)
-		})
+	}
+	if s.refusedPolicies[use] {
+		return nil, policyOverBudget(k.sum, m.Value)
+	}
+	tp, err := policyStages.route(k, func() (*enforce.TrafficPolicy, error) {
+		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
 			return nil, err
 		}
-		return tp, nil
+		return enforce.NewTrafficPolicyWith(p, opts)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return tp, nil
 }
 
 // limiters keeps the rate limiters of routes' traffic policies across rebuilds of the plan (as
@@ -87,18 +87,6 @@ var policyBreakers = newLiveRegistry[limiterKey, enforce.Breaker]()
 // perRoute reports whether a document's stage is its route's (or edge's) own
 // (ep.PolicyPerObject): the API's budget check keys documents the same way.
 func perRoute(doc string) bool { return ep.PolicyPerObject(doc) }
-
-// edgeRouteOf finds the edge and route whose traffic_policy m is.
-func edgeRouteOf(s *Snapshot, m *ep.EndpointTrafficPolicy) (*ep.HTTPSEdge, string) {
-	for _, e := range s.HTTPSEdges {
-		for _, r := range e.Routes {
-			if r.TrafficPolicy == m {
-				return e, r.ID
-			}
-		}
-	}
-	return nil, ""
-}
 
 // edgeEndpoint is what the endpoint.* variables of an edge's policy read: the edge's id, and
 // the URL of its first hostport that is not a wildcard.
@@ -272,4 +260,53 @@ func (c *policyCache) store(k policyKey, e policyEntry) {
 		c.pruned = len(c.m)
 	}
 	c.m[k] = e
+}
+
+// An agent's TrafficPolicy option (a JSON or YAML document, as a string) becomes the same stage
+// a route's traffic_policy module does: checked as the API checks it, expressions compiled
+// once at bind time, and refused (naming what) when it uses what edgeplane does not apply yet.
+// On tcp and tls endpoints it becomes the connection policy a TCP or TLS edge's module does:
+// its on_tcp_connect rules decide on each public connection before any byte reaches the agent,
+// and a document with HTTP phases is refused naming the phase (ngrok's TCP and TLS endpoints
+// have none).
+//
+// The policy's stage gets the bind's environment: its endpoint (endpoint.* and the log
+// records' account and endpoint), the data plane's policy log (log) and its outbound client
+// (http-request, jwt-validation's key sets, verify-webhook's SNS certificates). Its state
+// (rate limits, a circuit breaker) lives as long as the bind.
+func bindTrafficPolicy(raw json.RawMessage, env BindEnv) (enforce.Stage, error) {
+	p, err := bindPolicy(raw)
+	if err != nil {
+		return nil, err
+	}
+	st, err := enforce.NewTrafficPolicyWith(p, env.options())
+	if err != nil {
+		return nil, fmt.Errorf("%v (edgeplane does not apply it to traffic yet)", err)
+	}
+	return st, nil
+}
+
+func connTrafficPolicy(raw json.RawMessage, env BindEnv) (*enforce.ConnPolicy, error) {
+	p, err := bindPolicy(raw)
+	if err != nil {
+		return nil, err
+	}
+	return enforce.NewConnPolicyWith(p, env.options())
+}
+
+// options are the policy options of the bind's environment.
+func (e BindEnv) options() enforce.PolicyOptions {
+	return enforce.PolicyOptions{Endpoint: e.Endpoint, Log: e.Log, Outbound: e.outbound()}
+}
+
+// bindPolicy parses the option's document after checking it as the API does.
+func bindPolicy(raw json.RawMessage) (*trafficpolicy.Policy, error) {
+	var doc string
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, errors.New("the traffic policy is not a string holding a JSON or YAML document")
+	}
+	if err := ep.ValidatePolicyDocument(doc); err != nil {
+		return nil, err
+	}
+	return ep.ParseTrafficPolicy(doc)
 }

@@ -1,14 +1,72 @@
-package tunnel
+package plan
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
 )
+
+// The oauth route module: a sign-in with one of ngrok's OAuth providers in front of the route.
+// A provider member without client_id uses the operator's managed application for that provider
+// (--oauth-app); without one, the route answers 503 naming the flag (the API still accepts the
+// module: clients depend on that). The provider's endpoints can be overridden (--oauth-endpoints).
+func routeOAuth(cfg any, s RouteEnv) (enforce.Stage, error) {
+	m := cfg.(*ep.EndpointOAuth)
+	name, app, gh := oauthMember(m.Provider)
+	if app == nil {
+		return nil, errors.New("no identity provider is chosen")
+	}
+	sess, err := sessionConfig(s.Snapshot, m.CookiePrefix, m.InactivityTimeout, m.MaximumDuration, m.OptionsPassthrough)
+	if err != nil {
+		return nil, err
+	}
+	c := enforce.OAuthConfig{Provider: name, EmailAddresses: app.EmailAddresses, EmailDomains: app.EmailDomains,
+		CheckInterval: time.Duration(m.AuthCheckInterval) * time.Second, Session: sess, Client: s.Env.Outbound}
+	if gh != nil {
+		c.Organizations, c.Teams = gh.Organizations, gh.Teams
+	}
+	if app.ClientID != nil && *app.ClientID != "" {
+		c.App = enforce.OAuthApp{ClientID: *app.ClientID}
+		if app.ClientSecret != nil {
+			c.App.ClientSecret = *app.ClientSecret
+		}
+		c.Scopes = app.Scopes
+	} else if managed, ok := s.Env.OAuthApps[name]; ok {
+		c.App = managed
+	} else {
+		return enforce.OAuthUnavailable(name), nil
+	}
+	if e, ok := s.Env.OAuthEndpoints[name]; ok {
+		c.Endpoints = &e
+	}
+	return enforce.NewOAuth(c)
+}
+
+// oauthMember returns the chosen provider member of the module: its name, its application and,
+// for GitHub, its organizations and teams.
+func oauthMember(p *ep.EndpointOAuthProvider) (string, *ep.EndpointOAuthProviderApp, *ep.EndpointOAuthGitHub) {
+	if p == nil {
+		return "", nil, nil
+	}
+	if p.GitHub != nil {
+		return "github", &p.GitHub.EndpointOAuthProviderApp, p.GitHub
+	}
+	for _, m := range []struct {
+		name string
+		app  *ep.EndpointOAuthProviderApp
+	}{{"facebook", p.Facebook}, {"microsoft", p.Microsoft}, {"google", p.Google}, {"linkedin", p.LinkedIn},
+		{"gitlab", p.GitLab}, {"twitch", p.Twitch}, {"amazon", p.Amazon}} {
+		if m.app != nil {
+			return m.name, m.app, nil
+		}
+	}
+	return "", nil, nil
+}
 
 // ngrok's own refusal codes for the mistakes of an oauth bind option, from its published error
 // list, so an agent sees the code it would see at ngrok.
@@ -28,11 +86,7 @@ const (
 // a managed application, or with only a sealed secret (encrypted for ngrok's servers, which
 // edgeplane cannot open), the bind is refused with ERR_NGROK_3208, the code of every option
 // this server does not apply, naming what would make it work.
-func init() {
-	registerBindStage("oauth", buildOAuthBind)
-}
-
-func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
+func bindOAuth(raw json.RawMessage, b BindEnv) (enforce.Stage, error) {
 	var o struct {
 		Provider string `json:"provider"`
 		signInClient
@@ -45,27 +99,27 @@ func buildOAuthBind(raw json.RawMessage) (enforce.Stage, error) {
 		return nil, errors.New("no provider is named")
 	}
 	if !enforce.OAuthProvider(provider) {
-		return nil, &optionRefusal{codeOAuthProvider, fmt.Sprintf("OAuth provider %q is not supported; supported providers: %s",
+		return nil, &OptionRefusal{codeOAuthProvider, fmt.Sprintf("OAuth provider %q is not supported; supported providers: %s",
 			o.Provider, strings.Join(ep.OAuthProviders, ", "))}
 	}
 	if err := o.sealedOnly("WithOAuthClientSecret"); err != nil {
 		return nil, err
 	}
 	if (o.ClientID == "") != (o.ClientSecret == "") {
-		return nil, &optionRefusal{codeOAuthHalfClient, "give both client_id and client_secret for your own OAuth application, or neither for this server's managed one"}
+		return nil, &OptionRefusal{codeOAuthHalfClient, "give both client_id and client_secret for your own OAuth application, or neither for this server's managed one"}
 	}
-	env := signInEnv.Load()
+	env := b.Env
 	if env == nil || len(env.SessionKey) != 32 || env.Outbound == nil {
 		return nil, errors.New("this edgeplane server has no session key for sign-in")
 	}
 	app := enforce.OAuthApp{ClientID: o.ClientID, ClientSecret: o.ClientSecret}
 	if app.ClientID == "" {
 		if len(o.Scopes) > 0 {
-			return nil, &optionRefusal{codeOAuthScopesOwned, "scopes can be asked for only with your own OAuth application: give client_id and client_secret"}
+			return nil, &OptionRefusal{codeOAuthScopesOwned, "scopes can be asked for only with your own OAuth application: give client_id and client_secret"}
 		}
 		managed, ok := env.OAuthApps[provider]
 		if !ok {
-			return nil, &optionRefusal{ep.AgentCodeUnsupportedOpt, fmt.Sprintf("this edgeplane server has no managed OAuth application for %s: "+
+			return nil, &OptionRefusal{ep.AgentCodeUnsupportedOpt, fmt.Sprintf("this edgeplane server has no managed OAuth application for %s: "+
 				"its operator must start it with --oauth-app %s=CLIENT_ID:CLIENT_SECRET (or EDGEPLANE_OAUTH_APPS), "+
 				"or the bind must give its own client_id and client_secret", provider, provider)}
 		}
@@ -95,7 +149,7 @@ type signInClient struct {
 // apply as given). option names the agent's setting for the secret itself.
 func (c signInClient) sealedOnly(option string) error {
 	if c.ClientSecret == "" && len(c.SealedClientSecret) > 0 {
-		return &optionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: " + option + ")"}
+		return &OptionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: " + option + ")"}
 	}
 	return nil
 }
