@@ -23,6 +23,7 @@ type Planner struct {
 	sub     *store.Subscription
 	final   http.Handler
 	env     *plan.Env
+	live    *plan.Live               // state of stages that outlives a plan
 	parts   map[string]*plan.Account // owned by the loop goroutine
 	onSwap  []func(*plan.Plan)
 	stop    chan struct{}
@@ -48,7 +49,7 @@ const gatherWrites = 20 * time.Millisecond
 // (reading its snapshot and building its part; a build that fails is not told), from the first
 // builds here on: it is the data plane's plan build histogram.
 func NewPlanner(ctx context.Context, st *store.Store, log *slog.Logger, final http.Handler, env *plan.Env, buildTime func(time.Duration)) (*Planner, error) {
-	p := &Planner{st: st, log: log, parts: map[string]*plan.Account{}, final: final, env: env,
+	p := &Planner{st: st, log: log, parts: map[string]*plan.Account{}, final: final, env: env, live: plan.NewLive(),
 		stop: make(chan struct{}), done: make(chan struct{}), buildTime: buildTime}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -260,5 +261,5 @@ func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account,
 	for _, d := range docs.ByKind[ep.TLSCertificates] {
 		s.Certificates[d.Base().ID] = plan.CertKey{CertPEM: d.(*ep.TLSCertificate).CertificatePEM, KeyPEM: docs.Keys[d.Base().ID]}
 	}
-	return plan.Build(s, p.final), nil
+	return p.live.Build(s, p.final), nil
 }

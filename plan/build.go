@@ -134,7 +134,8 @@ func unenforced(res *ep.Resource, doc ep.Document) string {
 // Build makes one account's part of the plan from its snapshot. final is the handler behind
 // every route's stages (the data plane's: choose the backend and carry the request); it finds
 // the route in the request's context.
-func Build(s *Snapshot, final http.Handler) *Account {
+// State that outlives the plan (breakers, rate limits, compiled policies) is l's.
+func (l *Live) Build(s *Snapshot, final http.Handler) *Account {
 	a := &Account{ID: s.Account}
 	rules := map[string][]*ep.IPPolicyRule{}
 	for _, r := range s.Rules {
@@ -142,10 +143,10 @@ func Build(s *Snapshot, final http.Handler) *Account {
 			rules[r.IPPolicy.ID] = append(rules[r.IPPolicy.ID], r)
 		}
 	}
-	s.refusedPolicies = refusedPolicies(s)
+	s.refusedPolicies = refusedPolicies(s, l.costs)
 	// Sized up front: an account of 100,000 routes otherwise grows these maps and slices step by
 	// step on every rebuild, garbage the collector then has to chase (BenchmarkBuild).
-	b := &builder{s: s, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{},
+	b := &builder{s: s, live: l, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{},
 		backends: make(map[backendAt]*Backend, len(s.Backends))}
 	a.HTTPS = make([]*HTTPSEdge, 0, len(s.HTTPSEdges))
 	for _, e := range s.HTTPSEdges {
@@ -194,6 +195,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 
 type builder struct {
 	s     *Snapshot
+	live  *Live
 	rules map[string][]*ep.IPPolicyRule
 	final http.Handler
 	// ipFilters are the IP policies' rules, parsed once per build and shared by every edge and

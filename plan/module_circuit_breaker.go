@@ -11,12 +11,12 @@ import (
 
 // A route's circuit breaker: its window and state must outlive the plan it was built in (an
 // account's plan is rebuilt on every change of its configuration and every 30 s, and a breaker
-// reset each time would never trip), so it is kept in the live state keyed by the route and
+// reset each time would never trip), so it is kept in the planner's live state keyed by the route and
 // the module's configuration: a rebuild with the same configuration reuses it, a changed
 // configuration starts a new breaker (closed, with an empty window).
 func routeCircuitBreaker(cfg any, at RouteEnv) (enforce.Stage, error) {
 	m := cfg.(*ep.EndpointCircuitBreaker)
-	return breakers.get(breakerKey{account: at.Account, route: at.Route.ID, cfg: *m}, func() (*enforce.Breaker, error) {
+	return at.live.breakers.get(breakerKey{account: at.Account, route: at.Route.ID, cfg: *m}, func() (*enforce.Breaker, error) {
 		return enforce.NewBreaker(enforce.BreakerConfig{
 			Tripped:   time.Duration(m.TrippedDuration) * time.Second,
 			Window:    time.Duration(m.RollingWindow) * time.Second,

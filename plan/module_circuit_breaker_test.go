@@ -17,7 +17,7 @@ func TestBreakerSurvivesRebuilds(t *testing.T) {
 					VolumeThreshold: volume, ErrorThresholdPercentage: 0.5}}}}}}
 	}
 	stage := func(s *Snapshot) any {
-		a := Build(s, nil)
+		a := testLive.Build(s, nil)
 		rt := a.HTTPS[0].Routes[0]
 		if rt.Unenforced != "" || rt.Chain == nil || len(rt.Chain.HTTP) != 1 {
 			t.Fatalf("route: %+v", rt)

@@ -36,7 +36,7 @@ func TestStoredModulesTheAPIWouldRefuse(t *testing.T) {
 				r.UserAgentFilter = &ep.EndpointUserAgentFilter{Enabled: true, Allow: []string{"^curl/"}}
 			}),
 		}}}
-	e := Merge(map[string]*Account{"acct_1": Build(s, nil)}).HTTPS("app.example.com")
+	e := Merge(map[string]*Account{"acct_1": testLive.Build(s, nil)}).HTTPS("app.example.com")
 	for path, want := range map[string]string{"/addhost": `request_headers ("host" cannot be added`,
 		"/rmte": `response_headers ("transfer-encoding" cannot be removed`, "/badre": `user_agent_filter (deny[0] "("`} {
 		if r := e.Route(path); r == nil || !strings.HasPrefix(r.Unenforced, want) {

@@ -24,7 +24,7 @@ func TestJWTStage(t *testing.T) {
 		r.JWTValidation = m // a field of an embedded, unexported struct
 		s := &Snapshot{Account: "acct_jwt", Env: env, HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_jwt"}, Hostports: []string{"jwt.example.com:443"}},
 			Routes: []*ep.HTTPSEdgeRoute{r}}}}
-		return Build(s, nil).HTTPS[0].Routes[0]
+		return testLive.Build(s, nil).HTTPS[0].Routes[0]
 	}
 	env := &Env{Outbound: http.DefaultClient}
 	if rt := route(module("https://idp.example.com/keys"), env); rt.Unenforced != "" || rt.Chain == nil || rt.Chain.HTTP[0].Name() != "jwt_validation" {

@@ -14,7 +14,7 @@ func signInRoute(env *Env, set func(r *ep.HTTPSEdgeRoute)) *Route {
 	set(r)
 	s := &Snapshot{Account: "acct_id", Env: env, HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_id"},
 		Hostports: []string{"id.example.com:443"}}, Routes: []*ep.HTTPSEdgeRoute{r}}}}
-	return Build(s, nil).HTTPS[0].Routes[0]
+	return testLive.Build(s, nil).HTTPS[0].Routes[0]
 }
 
 // TestOIDCStage: a complete oidc module becomes a stage; without the session key, or with an

@@ -37,7 +37,7 @@ func TestSAMLStage(t *testing.T) {
 		other := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_other"}, MatchType: ep.MatchPathPrefix, Match: "/"}
 		s := &Snapshot{Account: "acct_id", Env: env, SAMLKeys: keys, HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_id"},
 			Hostports: []string{"id.example.com:443"}}, Routes: []*ep.HTTPSEdgeRoute{r, other}}}}
-		return Build(s, nil).HTTPS[0]
+		return testLive.Build(s, nil).HTTPS[0]
 	}
 	env := &Env{Outbound: http.DefaultClient, SessionKey: make([]byte, 32)}
 	if !Enforced("saml") {

@@ -21,8 +21,8 @@ import (
 // would now refuse, or one using what edgeplane does not apply yet (an action such as
 // owasp-crs-request), fails the route closed naming it. The stage gets the data plane's
 // outbound client (jwt-validation's key sets, verify-webhook's SNS certificates), and its
-// rate-limit actions keep their counts across rebuilds in the limiters registry, keyed by the
-// route, the action's place in the document and its configuration.
+// rate-limit actions keep their counts across rebuilds in the planner's live state (Live),
+// keyed by the route, the action's place in the document and its configuration.
 func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 	s := at.Snapshot
 	m := cfg.(*ep.EndpointTrafficPolicy)
@@ -39,12 +39,12 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 		e, route := at.Edge, at.Route.ID
 		k.account, k.route, use.route = s.Account, route, route
 		opts.Limiter = func(key string, create func() *enforce.RateLimiter) *enforce.RateLimiter {
-			l, _ := limiters.get(limiterKey{account: s.Account, route: route, action: key},
+			l, _ := at.live.limiters.get(limiterKey{account: s.Account, route: route, action: key},
 				func() (*enforce.RateLimiter, error) { return create(), nil })
 			return l
 		}
 		opts.Breaker = func(key string, create func() *enforce.Breaker) *enforce.Breaker {
-			b, _ := policyBreakers.get(limiterKey{account: s.Account, route: route, action: key},
+			b, _ := at.live.policyBreakers.get(limiterKey{account: s.Account, route: route, action: key},
 				func() (*enforce.Breaker, error) { return create(), nil })
 			return b
 		}
@@ -55,9 +55,9 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 		}
 	}
 	if s.refusedPolicies[use] {
-		return nil, policyOverBudget(k.sum, m.Value)
+		return nil, at.live.costs.overBudget(k.sum, m.Value)
 	}
-	tp, err := policyStages.route(k, func() (*enforce.TrafficPolicy, error) {
+	tp, err := at.live.policies.route(k, func() (*enforce.TrafficPolicy, error) {
 		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
 			return nil, err
@@ -70,19 +70,10 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 	return tp, nil
 }
 
-// limiters keeps the rate limiters of routes' traffic policies across rebuilds of the plan (as
-// breakers does for circuit breakers): an unchanged rate-limit action of a route gets its
-// limiter back, with its counts; a changed one starts afresh.
-var limiters = newLiveRegistry[limiterKey, enforce.RateLimiter]()
-
 type limiterKey struct {
 	account, route string
 	action         string // the action's path in the document and its configuration
 }
-
-// policyBreakers keeps the breakers of routes' circuit-breaker actions across rebuilds, as
-// limiters does for rate limits.
-var policyBreakers = newLiveRegistry[limiterKey, enforce.Breaker]()
 
 // perRoute reports whether a document's stage is its route's (or edge's) own
 // (ep.PolicyPerObject): the API's budget check keys documents the same way.
@@ -127,7 +118,7 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 	}
 	use := connPolicyUse(e.ID, m.Value)
 	if b.s.refusedPolicies[use] {
-		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", policyOverBudget(use.sum, m.Value))
+		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", b.live.costs.overBudget(use.sum, m.Value))
 		return
 	}
 	k := policyKey{conn: true, sum: use.sum}
@@ -139,7 +130,7 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 			opts.Log = b.s.Env.PolicyLog
 		}
 	}
-	cp, err := policyStages.conn(k, func() (*enforce.ConnPolicy, error) {
+	cp, err := b.live.policies.conn(k, func() (*enforce.ConnPolicy, error) {
 		p, err := ep.ParseTrafficPolicy(m.Value)
 		if err != nil {
 			return nil, err
@@ -153,7 +144,7 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 	e.Policy = cp
 }
 
-// policyStages keeps the stage built for each document, so the periodic rebuilds of the plan do
+// policyCache keeps the stage built for each document, so the periodic rebuilds of the plan do
 // not parse and compile the same documents again: a stage without rate limits holds no
 // per-route state and may serve every route (or edge) with that document; one with rate limits
 // is kept per route. Documents are keyed by their SHA-256.
@@ -165,8 +156,6 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 // left 118 MiB of stages no plan used. Documents that do not compile are kept with their error
 // (a few hundred bytes each) so that rebuilds do not compile them again; the cache forgets
 // everything once it holds maxCachedPolicies entries that are alive.
-var policyStages = &policyCache{m: map[policyKey]policyEntry{}}
-
 const maxCachedPolicies = 4096
 
 type policyKey struct {

@@ -41,13 +41,13 @@ func TestPolicyCacheKeepsOnlyLiveStages(t *testing.T) {
 		return &Snapshot{Account: "acct_churn", TLSEdges: []*ep.TLSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_churn"}},
 			TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: doc}}}}
 	}
-	live := Build(edge(denseConnPolicy(0, ep.MaxTrafficPolicyBytes)), nil)
+	live := testLive.Build(edge(denseConnPolicy(0, ep.MaxTrafficPolicyBytes)), nil)
 	if live.TLS[0].Unenforced != "" || live.TLS[0].Policy == nil {
 		t.Fatalf("edge: %+v", live.TLS[0])
 	}
 	before := liveHeap()
 	for i := 1; i <= replaced; i++ {
-		if a := Build(edge(denseConnPolicy(i, ep.MaxTrafficPolicyBytes)), nil); a.TLS[0].Policy == nil {
+		if a := testLive.Build(edge(denseConnPolicy(i, ep.MaxTrafficPolicyBytes)), nil); a.TLS[0].Policy == nil {
 			t.Fatalf("document %d: %q", i, a.TLS[0].Unenforced)
 		}
 	}
@@ -56,7 +56,7 @@ func TestPolicyCacheKeepsOnlyLiveStages(t *testing.T) {
 	if kept > 2<<20 {
 		t.Errorf("%d documents no plan uses kept %d KiB alive; at most 2 MiB expected", replaced, kept>>10)
 	}
-	if again := Build(edge(denseConnPolicy(0, ep.MaxTrafficPolicyBytes)), nil); again.TLS[0].Policy != live.TLS[0].Policy {
+	if again := testLive.Build(edge(denseConnPolicy(0, ep.MaxTrafficPolicyBytes)), nil); again.TLS[0].Policy != live.TLS[0].Policy {
 		t.Error("a document a live plan uses was compiled again")
 	}
 	runtime.KeepAlive(live)

@@ -19,7 +19,7 @@ func TestTrafficPolicyStage(t *testing.T) {
 		return &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_1"}, MatchType: ep.MatchPathPrefix, Match: "/",
 			TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: doc}}
 	}
-	b := &builder{s: &Snapshot{Account: "acct_1"}}
+	b := &builder{live: testLive, s: &Snapshot{Account: "acct_1"}}
 	doc := `{"on_http_request":[{"expressions":["req.method == 'POST'"],"actions":[{"type":"deny"}]}]}`
 	one, two := b.route(&ep.HTTPSEdge{}, route(doc)), b.route(&ep.HTTPSEdge{}, route(doc))
 	if one.Unenforced != "" || one.Chain == nil || len(one.Chain.HTTP) != 1 || one.Chain.HTTP[0].Name() != "traffic_policy" {
@@ -36,7 +36,7 @@ func TestTrafficPolicyStage(t *testing.T) {
 	// phase there fails the edge closed.
 	tp := &ep.EndpointTrafficPolicy{Enabled: true, Value: `{"on_tcp_connect":[{"actions":[{"type":"deny"}]}]}`}
 	http := &ep.EndpointTrafficPolicy{Enabled: true, Value: `{"on_http_request":[{"actions":[{"type":"deny"}]}]}`}
-	a := Build(&Snapshot{Account: "acct_1",
+	a := testLive.Build(&Snapshot{Account: "acct_1",
 		TLSEdges: []*ep.TLSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_1"}}, TrafficPolicy: tp}},
 		TCPEdges: []*ep.TCPEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtcp_1"}}, TrafficPolicy: tp}, {Edge: ep.Edge{Meta: ep.Meta{ID: "edgtcp_2"}}, TrafficPolicy: http}},
 	}, nil)
@@ -83,19 +83,19 @@ func TestPolicyLimitersSurviveRebuilds(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Code == http.StatusTooManyRequests
 	}
-	first := Build(snap(1), nil)
+	first := testLive.Build(snap(1), nil)
 	if limited(first, 0) || !limited(first, 0) {
 		t.Fatal("a capacity of 1 did not limit the second request")
 	}
-	clear(policyStages.m) // the cache forgets; the live plan keeps the limiter
-	again := Build(snap(1), nil)
+	clear(testLive.policies.m) // the cache forgets; the live plan keeps the limiter
+	again := testLive.Build(snap(1), nil)
 	if !limited(again, 0) {
 		t.Error("a rebuild with the same configuration reset the limiter")
 	}
 	if limited(again, 1) {
 		t.Error("another route with the same document shares the limiter")
 	}
-	if changed := Build(snap(2), nil); limited(changed, 0) {
+	if changed := testLive.Build(snap(2), nil); limited(changed, 0) {
 		t.Error("a changed configuration kept the old limiter")
 	}
 	runtime.KeepAlive(first)
@@ -105,11 +105,11 @@ func TestPolicyLimitersSurviveRebuilds(t *testing.T) {
 	  "jws":{"allowed_algorithms":["RS256"],"keys":{"sources":{"additional_jkus":["https://idp.example.com/jwks"]}}}}}]}]}`
 	rt := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_jwt"}, MatchType: ep.MatchPathPrefix, Match: "/",
 		TrafficPolicy: &ep.EndpointTrafficPolicy{Enabled: true, Value: jwt}}
-	without := (&builder{s: &Snapshot{Account: "acct_1"}}).route(&ep.HTTPSEdge{}, rt)
+	without := (&builder{live: testLive, s: &Snapshot{Account: "acct_1"}}).route(&ep.HTTPSEdge{}, rt)
 	if !strings.Contains(without.Unenforced, "outbound HTTP client") {
 		t.Errorf("jwt-validation without an outbound client: %q", without.Unenforced)
 	}
-	with := (&builder{s: &Snapshot{Account: "acct_1", Env: &Env{Outbound: http.DefaultClient}}}).route(&ep.HTTPSEdge{}, rt)
+	with := (&builder{live: testLive, s: &Snapshot{Account: "acct_1", Env: &Env{Outbound: http.DefaultClient}}}).route(&ep.HTTPSEdge{}, rt)
 	if with.Unenforced != "" || with.Chain == nil {
 		t.Errorf("jwt-validation with an outbound client: %q", with.Unenforced)
 	}

@@ -17,7 +17,7 @@ func TestWebhookVerificationStage(t *testing.T) {
 		s := &Snapshot{Account: "acct_wh", Env: &Env{Outbound: http.DefaultClient}, HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_wh"}, Hostports: []string{"wh.example.com:443"}},
 			Routes: []*ep.HTTPSEdgeRoute{{Meta: ep.Meta{ID: "edghtsrt_wh"}, MatchType: ep.MatchPathPrefix, Match: "/",
 				WebhookVerification: &ep.EndpointWebhookValidation{Enabled: true, Provider: provider, Secret: secret}}}}}}
-		return Build(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })).HTTPS[0].Routes[0]
+		return testLive.Build(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })).HTTPS[0].Routes[0]
 	}
 	for _, p := range []string{"GitHub", "mailgun", "contentful"} {
 		rt := route(p, "secret")

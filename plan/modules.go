@@ -77,6 +77,7 @@ type RouteEnv struct {
 	*Snapshot
 	Edge  *ep.HTTPSEdge
 	Route *ep.HTTPSEdgeRoute
+	live  *Live
 }
 
 // BindEnv is what a bind builder gets besides the option: the data plane's environment (the
@@ -276,7 +277,7 @@ func (b *builder) routeStages(e *ep.HTTPSEdge, r *ep.HTTPSEdgeRoute, rt *Route) 
 			}
 			continue
 		}
-		st, err := sm.data.route(v, RouteEnv{Snapshot: b.s, Edge: e, Route: r})
+		st, err := sm.data.route(v, RouteEnv{Snapshot: b.s, Edge: e, Route: r, live: b.live})
 		if err != nil {
 			return fmt.Errorf("%s (%v)", m.Name, err)
 		}
