@@ -21,7 +21,7 @@ import (
 
 // Config is what the gateway needs of its deployment.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// TLS is the agent listener's TLS configuration (edgeplane's CA-issued certificate or the
 	// operator's).
 	TLS *tls.Config

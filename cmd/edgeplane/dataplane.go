@@ -26,6 +26,7 @@ import (
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
 	"github.com/edgeplane/edgeplane/pki"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 	"github.com/edgeplane/edgeplane/tunnel"
 )
@@ -150,7 +151,7 @@ type dataPlane struct {
 	oauthEndpoints       map[string]enforce.OAuthEndpoints
 	gw                   *tunnel.Gateway
 	pub                  *ingress.Server
-	planner              *ingress.Planner
+	planner              *plan.Planner
 	certs                *certmgr.Manager
 	dns                  *dnsSockets // nil without --dns-listen
 	closeOnce            sync.Once
@@ -396,7 +397,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		}
 		return out
 	})
-	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
+	if d.planner, err = plan.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
 	d.pub.SetPlan(d.planner.Plan)

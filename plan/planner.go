@@ -1,4 +1,4 @@
-package ingress
+package plan
 
 import (
 	"context"
@@ -9,23 +9,34 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
-	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
+
+// Source is what a Planner reads of the store: the accounts with a plan, whether one account
+// has one, its configuration in one read, and the feed announcing the accounts whose
+// configuration changed. *store.Store implements it.
+type Source interface {
+	Subscribe() *store.Subscription
+	PlanAccounts(ctx context.Context) ([]string, error)
+	HasPlan(ctx context.Context, account string) (bool, error)
+	Snapshot(ctx context.Context, account string) (*store.SnapshotDocs, error)
+}
+
+var _ Source = (*store.Store)(nil)
 
 // Planner keeps the routing plan current: it builds every account's part at start, then
 // rebuilds an account's part whenever the store's change feed announces the account, and
 // swaps the merged plan in atomically. Requests in flight keep the plan they started with.
 type Planner struct {
-	st      *store.Store
+	st      Source
 	log     *slog.Logger
-	cur     atomic.Pointer[plan.Plan]
+	cur     atomic.Pointer[Plan]
 	sub     *store.Subscription
 	final   http.Handler
-	env     *plan.Env
-	live    *plan.Live               // state of stages that outlives a plan
-	parts   map[string]*plan.Account // owned by the loop goroutine
-	onSwap  []func(*plan.Plan)
+	env     *Env
+	live    *Live               // state of stages that outlives a plan
+	parts   map[string]*Account // owned by the loop goroutine
+	onSwap  []func(*Plan)
 	stop    chan struct{}
 	done    chan struct{}
 	started bool
@@ -44,12 +55,13 @@ const resyncEvery = 30 * time.Second
 const gatherWrites = 20 * time.Millisecond
 
 // NewPlanner builds the plan of every account with edges; Start follows changes from then on.
-// final is the handler behind every route's stages (Server.EdgeHandler); env is what stages
-// may use (Server.Env). buildTime, when not nil, is told how long each account's build took
-// (reading its snapshot and building its part; a build that fails is not told), from the first
-// builds here on: it is the data plane's plan build histogram.
-func NewPlanner(ctx context.Context, st *store.Store, log *slog.Logger, final http.Handler, env *plan.Env, buildTime func(time.Duration)) (*Planner, error) {
-	p := &Planner{st: st, log: log, parts: map[string]*plan.Account{}, final: final, env: env, live: plan.NewLive(),
+// final is the handler behind every route's stages (ingress.Server.EdgeHandler); env is what
+// stages may use (ingress.Server.Env). buildTime, when not nil, is told how long each
+// account's build took (reading its snapshot and building its part; a build that fails is not
+// told), from the first builds here on: it is the data plane's plan build histogram. The
+// planner holds the live state of its plans' stages (Live).
+func NewPlanner(ctx context.Context, st Source, log *slog.Logger, final http.Handler, env *Env, buildTime func(time.Duration)) (*Planner, error) {
+	p := &Planner{st: st, log: log, parts: map[string]*Account{}, final: final, env: env, live: NewLive(),
 		stop: make(chan struct{}), done: make(chan struct{}), buildTime: buildTime}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -68,15 +80,15 @@ func (p *Planner) Start() {
 	go p.loop()
 }
 
-// Plan returns the current plan.
-func (p *Planner) Plan() *plan.Plan { return p.cur.Load() }
+// Plan returns the current
+func (p *Planner) Plan() *Plan { return p.cur.Load() }
 
 // Rebuilds counts the plans swapped in so far (for tests and metrics).
 func (p *Planner) Rebuilds() uint64 { return p.rebuilt.Load() }
 
 // OnSwap adds a function run (in the planner's goroutine) after each swap, and once now with
-// the current plan. Call it before Start.
-func (p *Planner) OnSwap(f func(*plan.Plan)) {
+// the current  Call it before Start.
+func (p *Planner) OnSwap(f func(*Plan)) {
 	p.onSwap = append(p.onSwap, f)
 	f(p.Plan())
 }
@@ -149,7 +161,7 @@ func (p *Planner) rebuildAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	parts := map[string]*plan.Account{}
+	parts := map[string]*Account{}
 	for _, a := range accounts {
 		part, err := p.build(ctx, a)
 		if err != nil {
@@ -191,7 +203,7 @@ func (p *Planner) rebuild(ctx context.Context, accounts []string) error {
 }
 
 func (p *Planner) swap() {
-	pl := plan.Merge(p.parts)
+	pl := Merge(p.parts)
 	p.cur.Store(pl)
 	p.rebuilt.Add(1)
 	for _, f := range p.onSwap {
@@ -200,7 +212,7 @@ func (p *Planner) swap() {
 }
 
 // build reads one account's snapshot and builds its part.
-func (p *Planner) build(ctx context.Context, account string) (*plan.Account, error) {
+func (p *Planner) build(ctx context.Context, account string) (*Account, error) {
 	start := time.Now()
 	part, err := p.buildPart(ctx, account)
 	if err == nil && p.buildTime != nil {
@@ -209,7 +221,7 @@ func (p *Planner) build(ctx context.Context, account string) (*plan.Account, err
 	return part, err
 }
 
-func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account, error) {
+func (p *Planner) buildPart(ctx context.Context, account string) (*Account, error) {
 	docs, err := p.st.Snapshot(ctx, account)
 	if err != nil {
 		return nil, err
@@ -219,9 +231,9 @@ func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account,
 	for _, res := range backendKinds {
 		nBackends += len(docs.ByKind[res])
 	}
-	// Sized up front, as plan.Build's are: a large account's rebuild otherwise grows them step
+	// Sized up front, as Build's are: a large account's rebuild otherwise grows them step
 	// by step.
-	s := &plan.Snapshot{Account: account, Backends: make(map[string]ep.Document, nBackends),
+	s := &Snapshot{Account: account, Backends: make(map[string]ep.Document, nBackends),
 		CAs: map[string]*ep.CertificateAuthority{}, Env: p.env, HTTPSEdges: make([]*ep.HTTPSEdge, 0, len(docs.ByKind[ep.HTTPSEdges]))}
 	routes := make(map[string][]*ep.HTTPSEdgeRoute, len(docs.ByKind[ep.HTTPSEdges]))
 	s.SAMLKeys = map[string]string{}
@@ -257,9 +269,9 @@ func (p *Planner) buildPart(ctx context.Context, account string) (*plan.Account,
 	for _, d := range docs.ByKind[ep.ReservedDomains] {
 		s.Domains = append(s.Domains, d.(*ep.ReservedDomain))
 	}
-	s.Certificates = map[string]plan.CertKey{}
+	s.Certificates = map[string]CertKey{}
 	for _, d := range docs.ByKind[ep.TLSCertificates] {
-		s.Certificates[d.Base().ID] = plan.CertKey{CertPEM: d.(*ep.TLSCertificate).CertificatePEM, KeyPEM: docs.Keys[d.Base().ID]}
+		s.Certificates[d.Base().ID] = CertKey{CertPEM: d.(*ep.TLSCertificate).CertificatePEM, KeyPEM: docs.Keys[d.Base().ID]}
 	}
 	return p.live.Build(s, p.final), nil
 }
