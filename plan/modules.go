@@ -141,7 +141,7 @@ type dataModule struct {
 
 // modules is the data plane's module table. Every module's builders are in its own file,
 // module_<name>.go, with their tests beside them.
-var modules = [numModules]dataModule{
+var modules = [...]dataModule{
 	ModCircuitBreaker:        {"circuit_breaker", stage, []string{"circuitbreaker"}, routeCircuitBreaker, bindCircuitBreaker, nil},
 	ModOAuth:                 {"oauth", signIn, []string{"oauth"}, routeOAuth, bindOAuth, nil},
 	ModOIDC:                  {"oidc", signIn, []string{"oidc"}, routeOIDC, bindOIDC, nil},
@@ -161,6 +161,14 @@ var modules = [numModules]dataModule{
 	ModBackend:       {"backend", structure, nil, nil, nil, nil},
 	ModIPRestriction: {"ip_restriction", structure, nil, nil, nil, nil},
 }
+
+// A key added without its entry, or an entry without its key, does not compile: the table's
+// length is the number of keys (an entry left out between two others is a zero entry, which
+// byName refuses at start and TestModuleTable reports).
+var (
+	_ [len(modules) - int(numModules)]struct{}
+	_ [int(numModules) - len(modules)]struct{}
+)
 
 // byName finds a module by its API name; the API's module table (ep.Modules) names modules by
 // their JSON field, and this is where those names meet the keys, once.
