@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/plan"
 )
 
@@ -109,7 +110,7 @@ func TestRespond(t *testing.T) {
 
 // TestDialStatic: a static backend is dialled plainly, or with TLS verified against the roots
 // given: a server the roots do not trust, or one not speaking TLS, is an error naming the
-// backend.
+// backend; a loopback backend is refused unless private addresses are allowed.
 func TestDialStatic(t *testing.T) {
 	ctx := context.Background()
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain") }))
@@ -118,21 +119,27 @@ func TestDialStatic(t *testing.T) {
 	defer secure.Close()
 	plainAddr, secureAddr := plain.Listener.Addr().String(), secure.Listener.Addr().String()
 
-	c, err := dialStatic(ctx, plainAddr, false, nil)
+	if _, err := dialStatic(ctx, plainAddr, false, outbound.Options{}); err == nil {
+		t.Error("a loopback backend was dialled without AllowPrivate")
+	} else if _, refused := outbound.Refused(err); !refused {
+		t.Errorf("a loopback backend without AllowPrivate: %v, want the outbound guard's refusal", err)
+	}
+	private := outbound.Options{AllowPrivate: true}
+	c, err := dialStatic(ctx, plainAddr, false, private)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(secure.Certificate())
-	c, err = dialStatic(ctx, secureAddr, true, roots)
+	c, err = dialStatic(ctx, secureAddr, true, outbound.Options{Roots: roots, AllowPrivate: true})
 	if err != nil {
 		t.Fatalf("TLS with the server's root: %v", err)
 	}
 	c.Close()
 	for name, addr := range map[string]string{"untrusted": secureAddr, "not TLS": plainAddr} {
 		pool := x509.NewCertPool()
-		if _, err := dialStatic(ctx, addr, true, pool); err == nil || !strings.Contains(err.Error(), "TLS to static backend "+addr) {
+		if _, err := dialStatic(ctx, addr, true, outbound.Options{Roots: pool, AllowPrivate: true}); err == nil || !strings.Contains(err.Error(), "TLS to static backend "+addr) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -142,7 +149,7 @@ func TestDialStatic(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	if _, err := dialStatic(ctx, closed, false, nil); err == nil {
+	if _, err := dialStatic(ctx, closed, false, private); err == nil {
 		t.Error("a closed port was dialled")
 	}
 }
