@@ -70,8 +70,9 @@ const (
 // TrafficPolicyCost, and an account's routing plan compiles its documents, oldest object first,
 // up to MaxAccountPolicyCost; an edge or route whose document does not fit fails closed (503
 // naming traffic_policy and this limit), as for any module the data plane cannot apply. The API
-// refuses a document that alone is over the budget (ValidatePolicyDocument), not yet one that
-// fits alone but not beside the account's others (see docs/api.md).
+// refuses a document that alone is over the budget (ValidatePolicyDocument), and the store one
+// that fits alone but not beside the account's others (PolicyUse, PolicyOverBudget), so the
+// plan's check only meets documents stored before the store kept the total.
 const (
 	// MaxAccountPolicyCost is the estimated memory, in bytes, of the traffic policy stages one
 	// account's routing plan may hold. A document used by several edges or routes counts once

@@ -13,8 +13,6 @@ import (
 	"encoding/base64"
 	"math/big"
 	"time"
-
-	"github.com/edgeplane/edgeplane/store"
 )
 
 // ALPNProto is the ALPN protocol of the TLS-ALPN-01 challenge (RFC 8737).
@@ -26,7 +24,7 @@ var idPeACMEIdentifier = asn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 31}
 // Answers are the challenge answers the public listeners give, read from the store so that any
 // replica answers a job run by another.
 type Answers struct {
-	Store *store.Store
+	Store AnswerStore
 }
 
 // HTTP01 returns the body of /.well-known/acme-challenge/token for host, and whether a job of

@@ -37,7 +37,7 @@ const (
 
 // Config is what the manager needs.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// Directory is the ACME directory URL; "" disables issuance (the status says so).
 	Directory string
 	// Email is the account's contact, "" for none.

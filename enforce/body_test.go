@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // servers serves h over HTTP/1.1 (plain) and HTTP/2 (TLS), each with its client.
@@ -94,5 +96,45 @@ func TestSAMLFormTimeout(t *testing.T) {
 	}
 	if _, hits := e.lastUpstream(); hits != 0 {
 		t.Fatal("a stalled form reached the upstream")
+	}
+}
+
+// jwt_validation reading a body for its token answers 408 ERR_NGROK_3406 when the body stops
+// arriving (its time bound shortened here), over HTTP/1.1 and HTTP/2, and the upstream never sees
+// the request; a whole body with a valid token still passes.
+func TestJWTBodyTimeout(t *testing.T) {
+	k := newTestKeys(t)
+	keys := newJWKSServer(t, k.public()...)
+	j, err := NewJWT(JWTConfig{Issuers: []string{"https://idp.example.com/"}, Audiences: []string{"api://edge"},
+		Tokens: []JWTToken{{Type: "jwt", Method: "body", Name: "access_token"}}, Algorithms: []string{"RS256"},
+		JKUs: []string{keys.URL + "/keys"}, Client: keys.Client(), BodyTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reached := make(chan struct{}, 10)
+	h := j.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{}
+		_, _ = io.Copy(w, r.Body)
+	}))
+	tok := sign(t, jose.RS256, k.rsa, "rsa1", "JWT", claimsAt(nil))
+	for proto, srv := range servers(t, h) {
+		resp := stalledPost(t, srv, "/", "application/json", `{"access_token":"`)
+		if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3406" {
+			t.Errorf("%s: a stalled body: %d %s, want 408 ERR_NGROK_3406", proto, resp.StatusCode, resp.Header.Get("ngrok-error-code"))
+		}
+		if len(reached) != 0 {
+			t.Errorf("%s: a stalled body reached the upstream", proto)
+		}
+		body := `{"access_token":"` + tok + `"}`
+		resp, err := srv.Client().Post(srv.URL+"/", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != body {
+			t.Errorf("%s: a whole body with a valid token: %d %q", proto, resp.StatusCode, b)
+		}
+		<-reached
 	}
 }

@@ -25,29 +25,15 @@ const (
 	HeaderMTLSSerial    = "Ngrok-Mtls-Serial-Number"
 )
 
-// clientCertHeaderPrefix starts every header of the mutual TLS module (the four above, and any
-// ngrok-mtls-* a future one might set): a client's own are removed, whatever follows it.
-const clientCertHeaderPrefix = "Ngrok-Mtls-"
-
-// isClientCertHeader reports whether a header name is one of the module's in any spelling:
-// any case, and with underscores for hyphens, which CGI and WSGI servers read as the same
-// variable (NGROK_MTLS_SUBJECT_CN), so a client's ngrok_mtls_subject_cn would pass for ours.
-func isClientCertHeader(k string) bool {
-	if len(k) < len(clientCertHeaderPrefix) {
-		return false
-	}
-	return strings.EqualFold(strings.ReplaceAll(k[:len(clientCertHeaderPrefix)], "_", "-"), clientCertHeaderPrefix)
-}
-
 // SetClientCertHeaders tells the upstream about the client certificate of a connection that
 // passed mutual TLS: the leaf's subject common name, its DNS and email subject alternative
 // names (each list joined with ", ", the form of a header repeated) and its serial number in
-// decimal. The ngrok-mtls-* headers the client sent (in any spelling, see isClientCertHeader)
-// are removed first, so the upstream only ever sees the ones edgeplane set; a value the
+// decimal. The ngrok-mtls-* headers the client sent (in every spelling that folds to one, see
+// HeaderNameHasPrefix) are removed first, so the upstream only ever sees the ones edgeplane set; a value the
 // certificate lacks is not sent.
 func SetClientCertHeaders(h http.Header, state *tls.ConnectionState) {
 	for k := range h {
-		if isClientCertHeader(k) {
+		if HeaderNameHasPrefix(k, clientCertHeaderPrefix) {
 			delete(h, k)
 		}
 	}

@@ -346,15 +346,12 @@ func RandomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// identityHeaderPrefix starts every identity header (ngrok's ngrok-auth-user-*, and any other
-// ngrok-auth-* a future module might set): a client's own are removed, whatever follows it.
-const identityHeaderPrefix = "Ngrok-Auth-"
-
-// StripIdentityHeaders removes every ngrok-auth-* header a public client sent, so the upstream
-// only ever sees the ones edgeplane set.
+// StripIdentityHeaders removes every ngrok-auth-* header a client sent, in every spelling that
+// folds to one (any case, '_' for '-': see HeaderNameHasPrefix), so the upstream only ever sees
+// the ones edgeplane set.
 func StripIdentityHeaders(h http.Header) {
 	for k := range h {
-		if len(k) >= len(identityHeaderPrefix) && strings.EqualFold(k[:len(identityHeaderPrefix)], identityHeaderPrefix) {
+		if HeaderNameHasPrefix(k, identityHeaderPrefix) {
 			delete(h, k)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // Limits of the JWKS cache.
@@ -125,7 +127,7 @@ func fetchJWKS(ctx context.Context, client *http.Client, rawURL string) ([]jose.
 		return nil, fmt.Errorf("the key set URL %s is not an https URL", rawURL)
 	}
 	if client == nil {
-		client = http.DefaultClient
+		client = outbound.NewClient(outbound.Options{})
 	}
 	client = httpsOnlyRedirects(client)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)

@@ -14,6 +14,8 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // jwtSkew is the clock skew allowed on exp, nbf and iat.
@@ -39,6 +41,8 @@ type JWTConfig struct {
 	JKUs []string
 	// Client fetches the key sets (it trusts the system roots plus --outbound-ca).
 	Client *http.Client
+	// BodyTimeout bounds reading a body searched for a token (0: BodyReadTimeout).
+	BodyTimeout time.Duration
 }
 
 // JWT is the jwt_validation module: a request must carry, in one of the configured places, a
@@ -107,7 +111,11 @@ func (j *JWT) Wrap(next http.Handler) http.Handler {
 // the refusal (401 with its challenge) on w and reports false. A body a token was looked for in
 // is put back whole. The traffic policy's jwt-validation action runs it in its phase.
 func (j *JWT) Admit(w http.ResponseWriter, r *http.Request) bool {
-	tokens := j.find(r)
+	tokens, late := j.find(w, r)
+	if late {
+		ErrorPage(w, http.StatusRequestTimeout, 3406, "The request body a token is looked for in did not arrive in time.")
+		return false
+	}
 	if len(tokens) == 0 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
 		ErrorPage(w, http.StatusUnauthorized, 3406, "Token could not be found in request.")
@@ -131,9 +139,9 @@ type foundToken struct {
 	loc JWTToken
 }
 
-// find returns the tokens of the request's configured locations, in their order.
-func (j *JWT) find(r *http.Request) []foundToken {
-	var out []foundToken
+// find returns the tokens of the request's configured locations, in their order, and whether a
+// body it had to read did not arrive within the body's time bound.
+func (j *JWT) find(w http.ResponseWriter, r *http.Request) (out []foundToken, late bool) {
 	var body []byte
 	bodyRead := false
 	for _, loc := range j.cfg.Tokens {
@@ -143,7 +151,11 @@ func (j *JWT) find(r *http.Request) []foundToken {
 			v = r.Header.Get(loc.Name)
 		case "body":
 			if !bodyRead {
-				body, bodyRead = readBodyForToken(r), true
+				body, late = readBodyForToken(w, r, j.cfg.BodyTimeout)
+				if late {
+					return nil, true
+				}
+				bodyRead = true
 			}
 			v = bodyField(body, r.Header.Get("Content-Type"), loc.Name)
 		}
@@ -157,24 +169,31 @@ func (j *JWT) find(r *http.Request) []foundToken {
 			out = append(out, foundToken{raw: v, loc: loc})
 		}
 	}
-	return out
+	return out, false
 }
 
-// readBodyForToken reads up to jwtMaxBody of the body and puts what it read back in front of
-// the rest, so the upstream gets the body unchanged. It returns nil when the body is larger.
-func readBodyForToken(r *http.Request) []byte {
+// readBodyForToken reads up to jwtMaxBody of the body, within its time bound (within, 0:
+// BodyReadTimeout), and puts what it read back in front of the rest, so the upstream gets the
+// body unchanged. It returns nil when the body is larger, and reports late when the client did
+// not send it in time: a client trickling its body must not hold the handler for ever.
+func readBodyForToken(w http.ResponseWriter, r *http.Request, within time.Duration) (b []byte, late bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, false
 	}
+	lift := boundBodyTime(w, within)
 	b, err := io.ReadAll(io.LimitReader(r.Body, jwtMaxBody+1))
+	if timedOut(err) {
+		return nil, true
+	}
+	lift()
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
 	if err != nil || len(b) > jwtMaxBody {
-		return nil
+		return nil, false
 	}
-	return b
+	return b, false
 }
 
 // bodyField returns the string field name of a form or JSON object body.
@@ -237,6 +256,9 @@ func (j *JWT) check(r *http.Request, t foundToken) error {
 	}
 	switch {
 	case !verified && fetchErr != nil:
+		if r, ok := outbound.Refused(fetchErr); ok {
+			return errors.New("the signing keys could not be fetched: " + r.Reason() + " (--outbound-allow-private)")
+		}
 		return errors.New("the signing keys could not be fetched")
 	case !verified:
 		return errors.New("the signature does not verify with any key of the key sets")

@@ -143,11 +143,11 @@ func (b *oauthBackend) finish(ctx context.Context, r *http.Request, redirect str
 	c.RedirectURL = redirect
 	tok, err := c.Exchange(providerContext(ctx, b.client), r.URL.Query().Get("code"), oauth2.VerifierOption(f.Verifier))
 	if err != nil {
-		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, b.cfg.Provider + " did not accept the sign-in: " + short(err.Error())}
+		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, b.cfg.Provider + " did not accept the sign-in: " + fetchFailure(err)}
 	}
 	id, err := b.user(ctx, tok.AccessToken)
 	if err != nil {
-		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The user could not be read from " + b.cfg.Provider + ": " + short(err.Error())}
+		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The user could not be read from " + b.cfg.Provider + ": " + fetchFailure(err)}
 	}
 	id.AccessToken, id.RefreshToken = tok.AccessToken, tok.RefreshToken
 	return id, nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // The authorization-code flow the oauth and oidc modules share: a visitor without a session is
@@ -109,7 +111,7 @@ func (st *signIn) begin(w http.ResponseWriter, r *http.Request, returnTo string)
 	f := &signInFlow{Nonce: RandomToken(), Verifier: oauth2.GenerateVerifier(), Return: returnTo}
 	u, err := st.b.authURL(r.Context(), redirectURL(r, st.s.Paths.Callback), state, f)
 	if err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The identity provider cannot be reached to sign in: "+short(err.Error()))
+		SignInFailed(w, http.StatusBadGateway, "The identity provider cannot be reached to sign in: "+fetchFailure(err))
 		return
 	}
 	if err := st.s.SaveFlow(w, state, f); err != nil {
@@ -165,6 +167,17 @@ func describe(id Identity) string {
 	return "user " + id.UserID
 }
 
+// fetchFailure describes a failed request to a URL of the route's configuration for an error
+// page: the class of address the outbound guard refused, when it did (the route fails closed
+// until its configuration or the operator's --outbound-allow-private changes), else the
+// error's own text, bounded.
+func fetchFailure(err error) string {
+	if r, ok := outbound.Refused(err); ok {
+		return r.Reason() + " (--outbound-allow-private)"
+	}
+	return short(err.Error())
+}
+
 // short bounds a provider-supplied message shown on an error page.
 func short(s string) string {
 	if len(s) > 200 {
@@ -183,12 +196,12 @@ func providerContext(ctx context.Context, client *http.Client) context.Context {
 // longer body reads as an error), so no provider answer can take unbounded memory.
 func boundedClient(client *http.Client) *http.Client {
 	if client == nil {
-		client = &http.Client{Timeout: 15 * time.Second}
+		client = outbound.NewClient(outbound.Options{})
 	}
 	c := *client
 	base := c.Transport
 	if base == nil {
-		base = http.DefaultTransport
+		base = outbound.NewTransport(outbound.Options{})
 	}
 	c.Transport = limitTransport{base}
 	return httpsOnlyRedirects(&c)

@@ -44,8 +44,15 @@ var (
 )
 
 // oidcProviders holds the discovered providers by issuer for the life of the process, so a plan
-// rebuild does not discover again and routes sharing an issuer share its keys.
-var oidcProviders sync.Map // issuer -> *oidcDiscovery
+// rebuild does not discover again and routes sharing an issuer share its keys. A provider keeps
+// the client it was discovered with for its key set fetches, so the key names the client too:
+// a stage never fetches through another data plane's client, whose outbound guard may differ.
+var oidcProviders sync.Map // oidcKey -> *oidcDiscovery
+
+type oidcKey struct {
+	client *http.Client
+	issuer string
+}
 
 // oidcDiscovery is the discovery document of one issuer, fetched when first needed.
 type oidcDiscovery struct {
@@ -76,7 +83,7 @@ func (d *oidcDiscovery) provider(issuer string, client *http.Client) (*oidc.Prov
 	defer cancel()
 	p, err := oidc.NewProvider(ctx, issuer)
 	if err != nil {
-		d.lastErr = fmt.Errorf("discovery at %s failed: %v", issuer, err)
+		d.lastErr = fmt.Errorf("discovery at %s failed: %w", issuer, err)
 		if d.p != nil {
 			return d.p, nil
 		}
@@ -105,7 +112,7 @@ func NewOIDC(cfg OIDCConfig) (Stage, error) {
 		return nil, errors.New("client_id and client_secret are required")
 	}
 	b := &oidcBackend{cfg: cfg, client: boundedClient(cfg.Client)}
-	d, _ := oidcProviders.LoadOrStore(cfg.Issuer, &oidcDiscovery{})
+	d, _ := oidcProviders.LoadOrStore(oidcKey{cfg.Client, cfg.Issuer}, &oidcDiscovery{})
 	b.disc = d.(*oidcDiscovery)
 	b.scopes = []string{oidc.ScopeOpenID}
 	for _, s := range cfg.Scopes {
@@ -164,12 +171,12 @@ func (c oidcClaims) identity() Identity {
 func (b *oidcBackend) finish(ctx context.Context, r *http.Request, redirect string, f *signInFlow) (Identity, *signInError) {
 	p, err := b.disc.provider(b.cfg.Issuer, b.client)
 	if err != nil {
-		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The OIDC provider cannot be reached: " + short(err.Error())}
+		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The OIDC provider cannot be reached: " + fetchFailure(err)}
 	}
 	ctx = providerContext(ctx, b.client)
 	tok, err := b.oauth2Config(p, redirect).Exchange(ctx, r.URL.Query().Get("code"), oauth2.VerifierOption(f.Verifier))
 	if err != nil {
-		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The OIDC provider did not accept the sign-in: " + short(err.Error())}
+		return Identity{}, &signInError{http.StatusBadGateway, CodeSignInFailed, "The OIDC provider did not accept the sign-in: " + fetchFailure(err)}
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {

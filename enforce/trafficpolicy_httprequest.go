@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -274,6 +275,9 @@ func (h *httpRequester) attempt(ctx context.Context, target string, header http.
 		}
 		if errors.Is(err, errInternalOffline) {
 			return last, 3200, fmt.Errorf("%s: %v", req.URL.Host, errInternalOffline)
+		}
+		if r, ok := outbound.Refused(err); ok {
+			return last, 3210, fmt.Errorf("%s %s was refused: %s (--outbound-allow-private)", h.method, req.URL.Redacted(), r.Reason())
 		}
 		return last, 3210, err
 	}

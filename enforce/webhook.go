@@ -30,7 +30,8 @@ const defaultTolerance = 180 * time.Second
 
 // WebhookOptions is what webhook verification needs beyond its configuration.
 type WebhookOptions struct {
-	// Client fetches signing certificates (sns); nil uses a client with a 10 s timeout.
+	// Client fetches signing certificates (sns); nil uses the outbound guard's client, which
+	// reaches no non-public address, with a 10 s timeout.
 	Client *http.Client
 	// Now is the clock timestamps are checked against; nil is time.Now.
 	Now func() time.Time

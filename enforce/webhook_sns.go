@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // snsCertHost is the only host pattern SNS signing certificates are fetched from.
@@ -30,11 +32,13 @@ type snsCerts struct {
 	byURL     map[string]*x509.Certificate
 }
 
-// newSNSCerts fetches with c (nil: a client with a 10 s timeout), never following a redirect:
+// newSNSCerts fetches with c (nil: the outbound guard's client, trusting the system's roots and
+// refusing non-public addresses, with a 10 s timeout), never following a redirect:
 // only the SNS hosts are trusted to serve a certificate, not wherever one of them points.
 func newSNSCerts(c *http.Client) *snsCerts {
 	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
+		c = outbound.NewClient(outbound.Options{})
+		c.Timeout = 10 * time.Second
 	}
 	noRedirect := *c
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -57,6 +61,9 @@ func (c *snsCerts) get(q *webhookRequest, raw string) (*x509.Certificate, error)
 	req, _ := http.NewRequestWithContext(q.r.Context(), "GET", raw, nil)
 	resp, err := c.client.Do(req)
 	if err != nil {
+		if r, ok := outbound.Refused(err); ok {
+			return nil, errors.New("the signing certificate could not be fetched: " + r.Reason() + " (--outbound-allow-private)")
+		}
 		return nil, errors.New("the signing certificate could not be fetched")
 	}
 	defer resp.Body.Close()

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
+
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // DialFunc opens the connection to an upstream: the agent's proxy stream, or a static
@@ -96,7 +98,11 @@ const wsBufSize = 32 << 10
 func carryWebsocket(w http.ResponseWriter, r *http.Request, dial DialFunc) {
 	up, err := dial(r.Context())
 	if err != nil {
-		ErrorPage(w, http.StatusBadGateway, 8012, "The upstream of this websocket could not be reached: "+err.Error())
+		msg := err.Error()
+		if refused, ok := outbound.Refused(err); ok { // a static backend's address the guard refused
+			msg = refused.Reason() + " (--outbound-allow-private)"
+		}
+		ErrorPage(w, http.StatusBadGateway, 8012, "The upstream of this websocket could not be reached: "+msg)
 		return
 	}
 	defer up.Close()

@@ -3,7 +3,6 @@ package ingress
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -12,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/plan"
 )
 
@@ -57,7 +57,7 @@ func (s *Server) choose(b *plan.Backend, c conn) (target, bool) {
 	case plan.Static:
 		addr, useTLS := b.Address, b.TLS
 		return target{key: "s" + hashKey(addr+strconv.FormatBool(useTLS)), backend: b.ID, dial: func(ctx context.Context) (net.Conn, error) {
-			return dialStatic(ctx, addr, useTLS, s.cfg.OutboundRoots)
+			return dialStatic(ctx, addr, useTLS, s.outboundOptions())
 		}}, true
 	case plan.HTTPResponse:
 		return target{respond: b, backend: b.ID}, true
@@ -116,16 +116,19 @@ func hashKey(s string) string {
 // staticDialTimeout bounds connecting to a static backend.
 const staticDialTimeout = 10 * time.Second
 
-// dialStatic connects to a static backend's address, with TLS (verified for the address's host
-// against roots, nil for the system's) when the backend asks for it.
-func dialStatic(ctx context.Context, addr string, useTLS bool, roots *x509.CertPool) (net.Conn, error) {
-	d := &net.Dialer{Timeout: staticDialTimeout}
+// dialStatic connects to a static backend's address through the outbound guard o (an account
+// chose the address: a non-public one is refused unless the operator allowed them), with TLS
+// (verified for the address's host against o.Roots, nil for the system's) when the backend
+// asks for it.
+func dialStatic(ctx context.Context, addr string, useTLS bool, o outbound.Options) (net.Conn, error) {
+	d := o.Dialer()
+	d.Timeout = staticDialTimeout
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil || !useTLS {
 		return c, err
 	}
 	host, _, _ := net.SplitHostPort(addr)
-	tc := tls.Client(c, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: roots})
+	tc := tls.Client(c, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: o.Roots})
 	hctx, cancel := context.WithTimeout(ctx, staticDialTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {

@@ -3,6 +3,7 @@ package ingress
 import (
 	"crypto/tls"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,12 @@ type Certs struct {
 	// Uploaded returns the certificate uploaded for the reserved domain covering host, or nil;
 	// it wins over the CA's.
 	Uploaded func(host string) *tls.Certificate
+	// ServiceDomains are the domains agents bind names under without a reservation
+	// (--service-domains). A name under one that Allowed refuses (nothing online on it) still
+	// gets a certificate, so its client reaches the "endpoint offline" page as it does over
+	// plain HTTP: the wildcard of its parent, one certificate for every such name of one level,
+	// so a stranger's names cost one signature per parent, not one per name.
+	ServiceDomains []string
 
 	mu    sync.Mutex
 	certs map[string]*tls.Certificate
@@ -39,15 +46,43 @@ var ErrUnknownName = errors.New("ingress: no endpoint serves this name")
 // Certificate returns the certificate for host: the one uploaded (or issued by ACME) for its
 // reserved domain while it is valid, else one from edgeplane's CA, issued on first use. An
 // expired one is not served: a client refuses it anyway, and the CA's at least names the host.
+// A name under a service domain with nothing on it gets the CA's wildcard of its parent; any
+// other name edgeplane does not serve is ErrUnknownName.
 func (c *Certs) Certificate(host string) (*tls.Certificate, error) {
-	if host == "" || (c.Allowed != nil && !c.Allowed(host)) {
+	if host == "" {
 		return nil, ErrUnknownName
+	}
+	if c.Allowed != nil && !c.Allowed(host) {
+		parent, ok := c.parked(host)
+		if !ok {
+			return nil, ErrUnknownName
+		}
+		return c.issue("*." + parent)
 	}
 	if c.Uploaded != nil {
 		if cert := c.Uploaded(host); cert != nil && (cert.Leaf == nil || time.Now().Before(cert.Leaf.NotAfter)) {
 			return cert, nil
 		}
 	}
+	return c.issue(host)
+}
+
+// parked reports whether host is a name under a service domain (at any depth), and returns its
+// parent: the domain its wildcard certificate covers it from.
+func (c *Certs) parked(host string) (string, bool) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, sd := range c.ServiceDomains {
+		if strings.HasSuffix(host, "."+sd) {
+			_, parent, _ := strings.Cut(host, ".")
+			return parent, true
+		}
+	}
+	return "", false
+}
+
+// issue returns the CA's certificate for name from the cache, issuing it when it is missing or
+// expires within a day.
+func (c *Certs) issue(host string) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cert := c.certs[host]; cert != nil && time.Until(cert.Leaf.NotAfter) > 24*time.Hour {

@@ -49,3 +49,30 @@ func TestCertsPreferUploadedWhileValid(t *testing.T) {
 		t.Errorf("a name edgeplane does not serve: %v", err)
 	}
 }
+
+// TestCertsParkedNames: a name under a service domain with nothing on it gets the CA's wildcard
+// of its parent (one certificate for all such names of a level); a name outside them that is
+// not served gets none; a served name keeps its own.
+func TestCertsParkedNames(t *testing.T) {
+	c := NewCerts(testCA(t))
+	c.Allowed = func(host string) bool { return host == "online.edgeplane.app" }
+	c.ServiceDomains = []string{"edgeplane.app"}
+	a, err := c.Certificate("a.edgeplane.app")
+	if err != nil || len(a.Leaf.DNSNames) != 1 || a.Leaf.DNSNames[0] != "*.edgeplane.app" {
+		t.Fatalf("a parked name: %v %v", a, err)
+	}
+	if b, err := c.Certificate("B.edgeplane.app"); err != nil || b != a {
+		t.Errorf("another parked name of the same level got another certificate: %v", err)
+	}
+	if d, err := c.Certificate("x.deep.edgeplane.app"); err != nil || d.Leaf.DNSNames[0] != "*.deep.edgeplane.app" {
+		t.Errorf("a deeper parked name: %v", err)
+	}
+	if on, err := c.Certificate("online.edgeplane.app"); err != nil || on.Leaf.DNSNames[0] != "online.edgeplane.app" {
+		t.Errorf("a served name: %v", err)
+	}
+	for _, name := range []string{"edgeplane.app", "stranger.example.com", "x.notedgeplane.app", ""} {
+		if _, err := c.Certificate(name); err != ErrUnknownName {
+			t.Errorf("%q: %v, want ErrUnknownName", name, err)
+		}
+	}
+}

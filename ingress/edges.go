@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
@@ -11,8 +10,8 @@ import (
 
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/inspect"
+	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/plan"
-	"github.com/edgeplane/edgeplane/store"
 )
 
 // Edges: public traffic for an edge's hostport is routed by the plan, filtered by the edge's and
@@ -93,28 +92,32 @@ func (p *proxy) routeFinal() http.Handler {
 // EdgeHandler is the final handler routes' stages are built in front of (plan.Build).
 func (s *Server) EdgeHandler() http.Handler { return s.proxy.routeFinal() }
 
+// SignInStore is what the sign-in stages keep in the store, shared by the replicas: the ids of
+// the SAML assertions accepted (UseOnce) and the sessions single logout ended.
+// *store.Store implements it.
+type SignInStore interface {
+	UseOnce(ctx context.Context, scope, id string, expires time.Time) (fresh bool, err error)
+	enforce.RevocationStore
+}
+
 // Env is the environment stages are built with: an outbound HTTP client trusting the system
-// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, and st's UseOnce,
-// where the saml module keeps the assertions it accepted so that none is accepted twice on any
-// replica, and its record of the sessions single logout ended. Without st (nil) every saml route
-// refuses all sign-ins.
-func (s *Server) Env(st *store.Store) *plan.Env {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: s.cfg.OutboundRoots, MinVersion: tls.VersionTLS12}
-	tr.ResponseHeaderTimeout = 10 * time.Second
-	env := &plan.Env{Outbound: &http.Client{Transport: tr, Timeout: 15 * time.Second,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		}}}
-	env.Internal = s
+// roots plus --outbound-ca (OutboundRoots), bounded in time and in redirects, that connects to
+// no non-public address unless OutboundAllowPrivate (an account's configuration names the URLs
+// it fetches), and st's UseOnce, where the saml module keeps the assertions it accepted so that
+// none is accepted twice on any replica, and its record of the sessions single logout ended.
+// Without st (nil) every saml route refuses all sign-ins.
+func (s *Server) Env(st SignInStore) *plan.Env {
+	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)
 	}
 	return env
+}
+
+// outboundOptions are the guard of the connections an account's configuration makes edgeplane open.
+func (s *Server) outboundOptions() outbound.Options {
+	return outbound.Options{Roots: s.cfg.OutboundRoots, AllowPrivate: s.cfg.OutboundAllowPrivate}
 }
 
 // serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when

@@ -68,6 +68,11 @@ type Config struct {
 	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
 	// system's (--outbound-ca adds to them).
 	OutboundRoots *x509.CertPool
+	// OutboundAllowPrivate lets the requests and connections an account's configuration makes
+	// edgeplane send (key sets, identity providers, http-request, static backends) reach
+	// loopback, private, link-local and other non-public addresses (--outbound-allow-private);
+	// without it they are refused on every dial.
+	OutboundAllowPrivate bool
 	// Limiter, when not nil, counts and limits the connections of TCP endpoints' listeners,
 	// with those of the HTTP and TLS listeners its owner wrapped in it.
 	Limiter *netx.Limiter
@@ -146,7 +151,14 @@ func New(cfg Config) *Server {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return cfg.Certificate(hello.ServerName)
+			cert, err := cfg.Certificate(hello.ServerName)
+			if errors.Is(err, ErrUnknownName) {
+				// No certificate and no error: crypto/tls then ends the handshake with the
+				// unrecognized_name alert (RFC 6066), which tells the client the name is not
+				// served here; an error would be sent as internal_error.
+				return nil, nil
+			}
+			return cert, err
 		},
 	}
 	// An HTTPS edge's or https endpoint's own TLS policy (minimum version, client certificates)

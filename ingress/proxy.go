@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/internal/outbound"
 )
 
 // proxy carries public HTTP requests to agents as HTTP/1.1 over proxy streams. Streams are kept
@@ -96,12 +97,13 @@ func (copyBuffers) Put(b []byte) {
 func (p *proxy) close() { p.tr.CloseIdleConnections() }
 
 // serve routes one public request by its Host to an online endpoint of proto. The client's own
-// ngrok-auth-* headers are removed first, on every route and endpoint: only a sign-in module
-// sets them, and an upstream that trusts them must never be told a name of the client's
-// choosing, including on a route whose module is not (or not yet) in the plan. x is the
-// request's record when the inspector is on, nil otherwise.
+// ngrok-auth-* and ngrok-mtls-* headers (and the X-Forwarded-* ones spelled with underscores)
+// are removed first, in every spelling an upstream reads as the same name, on every route and
+// endpoint: only a sign-in or mutual TLS module sets them, and an upstream that trusts them must
+// never be told a name of the client's choosing, including on a route whose module is not (or
+// not yet) in the plan. x is the request's record when the inspector is on, nil otherwise.
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *exchange) {
-	enforce.StripIdentityHeaders(r.Header)
+	enforce.StripClientHeaders(r.Header)
 	host := strings.ToLower(hostOnly(r.Host))
 	if x != nil {
 		x.entry.Host = host
@@ -195,8 +197,11 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 }
 
 // rewrite prepares the request for the agent: the Host the client sent, and the X-Forwarded
-// headers ngrok adds (For and Proto appended to what the client sent, Host set), then the
-// edits of a request_headers stage the request passed (which may remove or replace those).
+// headers ngrok adds, then the edits of a request_headers stage the request passed (which may
+// remove or replace those). For is appended to what the client sent, a chain of proxies each
+// adding the address it saw; Proto and Host are set to what edgeplane saw, replacing the
+// client's, as httputil.ProxyRequest.SetXForwarded does: frameworks that trust the proxy read
+// the first value, and a client must not choose it (a plain-HTTP request passing for https).
 func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = pr.In.URL.Host
@@ -207,7 +212,7 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 		clientIP = ap.Addr().Unmap().String()
 	}
 	appendHeader(pr.Out.Header, "X-Forwarded-For", pr.In.Header.Values("X-Forwarded-For"), clientIP)
-	appendHeader(pr.Out.Header, "X-Forwarded-Proto", pr.In.Header.Values("X-Forwarded-Proto"), info.proto)
+	pr.Out.Header.Set("X-Forwarded-Proto", info.proto)
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
 	if _, ok := pr.In.Header["User-Agent"]; !ok {
 		pr.Out.Header["User-Agent"] = nil // never invent a Go user agent
@@ -222,12 +227,17 @@ func appendHeader(h http.Header, name string, prior []string, v string) {
 	h.Set(name, v)
 }
 
-// fail answers a request the agent could not carry: 502 with ERR_NGROK_8012.
+// fail answers a request the agent (or a static backend) could not carry: 502 with
+// ERR_NGROK_8012, naming the class of a static backend's address the outbound guard refused.
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) {
 		return // the client left
 	}
 	p.s.log.Debug("proxy to agent failed", "host", r.Host, "err", err)
+	if refused, ok := outbound.Refused(err); ok {
+		enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The backend's address was refused: "+refused.Reason()+".")
+		return
+	}
 	enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The agent's tunnel failed while carrying this request: "+err.Error())
 }
 

@@ -80,7 +80,8 @@ func (c *replayConn) CloseWrite() error {
 
 // routeTLS reads a connection's ClientHello and hands it on by server name: a TLS endpoint gets
 // the client's TLS untouched; an HTTPS endpoint (or a name edgeplane serves a certificate for) is
-// terminated here and served as HTTP; anything else is closed.
+// terminated here and served as HTTP; for anything else the handshake fails with
+// unrecognized_name.
 func (s *Server) routeTLS(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(s.headerTimeout()))
 	sni, protos, hello, err := readHello(c)
@@ -113,10 +114,8 @@ func (s *Server) routeTLS(c net.Conn) {
 		s.serveTLSEndpoint(conn, ep, sni)
 		return
 	}
-	if sni == "" {
-		c.Close() // no name to route by, and no certificate to present
-		return
-	}
+	// Any other name, or none, is an HTTPS handshake: one edgeplane serves no name for ends with
+	// the unrecognized_name alert (see New's GetCertificate).
 	if !s.handed.hand(tls.Server(conn, s.tlsConf)) {
 		c.Close()
 	}

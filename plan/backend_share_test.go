@@ -45,7 +45,7 @@ func TestBackendsResolvedOnce(t *testing.T) {
 	for i := range 8 {
 		s.TCPEdges = append(s.TCPEdges, &ep.TCPEdge{Edge: ep.Edge{Meta: ep.Meta{ID: fmt.Sprintf("edgtcp_%d", i)}}, Backend: top})
 	}
-	a := Build(s, nil)
+	a := testLive.Build(s, nil)
 	seen := map[*Backend]bool{}
 	n := 0
 	for _, e := range a.TCP {

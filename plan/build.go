@@ -104,36 +104,6 @@ type Backend struct {
 	Missing bool
 }
 
-// enforcedHere names the modules Build applies itself (to the plan's structure: the backend,
-// connection filters, the TLS policy). Route modules acting on requests register a stage in
-// stages.go instead; Enforced is the union.
-var enforcedHere = map[string]bool{
-	"backend":         true,
-	"ip_restriction":  true,
-	"mutual_tls":      true,
-	"tls_termination": true,
-}
-
-// Enforced reports whether the data plane applies a module to traffic. Every other module the
-// API accepts is refused on traffic: an edge or route with it enabled answers 503 naming it, so
-// no module is ever carried as if it were not there.
-func Enforced(name string) bool {
-	_, staged := routeStages[name]
-	return enforcedHere[name] || staged
-}
-
-// EnforcedOn is Enforced for a module of one collection: route stages act on routes only; the
-// traffic_policy of TLS and TCP edges is applied by the edge's connection policy instead.
-func EnforcedOn(res *ep.Resource, name string) bool {
-	if (res == ep.TLSEdges || res == ep.TCPEdges) && name == "traffic_policy" {
-		return true // its on_tcp_connect phase: connPolicy
-	}
-	if res != ep.HTTPSEdgeRoutes {
-		return enforcedHere[name]
-	}
-	return Enforced(name)
-}
-
 // enabledModule reports whether a configured module acts: a module with "enabled": false does
 // not, and is not refused either.
 func enabledModule(v any) bool {
@@ -167,7 +137,8 @@ func unenforced(res *ep.Resource, doc ep.Document) string {
 // Build makes one account's part of the plan from its snapshot. final is the handler behind
 // every route's stages (the data plane's: choose the backend and carry the request); it finds
 // the route in the request's context.
-func Build(s *Snapshot, final http.Handler) *Account {
+// State that outlives the plan (breakers, rate limits, compiled policies) is l's.
+func (l *Live) Build(s *Snapshot, final http.Handler) *Account {
 	a := &Account{ID: s.Account}
 	rules := map[string][]*ep.IPPolicyRule{}
 	for _, r := range s.Rules {
@@ -175,17 +146,17 @@ func Build(s *Snapshot, final http.Handler) *Account {
 			rules[r.IPPolicy.ID] = append(rules[r.IPPolicy.ID], r)
 		}
 	}
-	s.refusedPolicies = refusedPolicies(s)
+	s.refusedPolicies = refusedPolicies(s, l.costs)
 	// Sized up front: an account of 100,000 routes otherwise grows these maps and slices step by
 	// step on every rebuild, garbage the collector then has to chase (BenchmarkBuild).
-	b := &builder{s: s, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{},
+	b := &builder{s: s, live: l, rules: rules, final: final, ipFilters: map[string]*enforce.IPFilter{},
 		backends: make(map[backendAt]*Backend, len(s.Backends))}
 	a.HTTPS = make([]*HTTPSEdge, 0, len(s.HTTPSEdges))
 	for _, e := range s.HTTPSEdges {
 		pe := &HTTPSEdge{Edge: b.edge(e.ID, e.Hostports, ep.HTTPSEdges, e), TLS: b.tlsPolicy(e.TLSTermination, e.MutualTLS),
 			Routes: make([]*Route, 0, len(e.Routes))}
 		for _, r := range e.Routes {
-			pe.Routes = append(pe.Routes, b.route(r))
+			pe.Routes = append(pe.Routes, b.route(e, r))
 		}
 		sortRoutes(pe.Routes)
 		a.HTTPS = append(a.HTTPS, pe)
@@ -227,6 +198,7 @@ func Build(s *Snapshot, final http.Handler) *Account {
 
 type builder struct {
 	s     *Snapshot
+	live  *Live
 	rules map[string][]*ep.IPPolicyRule
 	final http.Handler
 	// ipFilters are the IP policies' rules, parsed once per build and shared by every edge and
@@ -257,11 +229,11 @@ func (b *builder) edge(id string, hostports []string, res *ep.Resource, doc ep.D
 	return e
 }
 
-func (b *builder) route(r *ep.HTTPSEdgeRoute) *Route {
+func (b *builder) route(e *ep.HTTPSEdge, r *ep.HTTPSEdgeRoute) *Route {
 	rt := &Route{ID: r.ID, Exact: r.MatchType == ep.MatchExactPath, Match: r.Match,
 		Unenforced: unenforced(ep.HTTPSEdgeRoutes, r), Chain: b.ipChain(r.IPRestriction), Backend: b.backendOf(r.Backend)}
 	if rt.Unenforced == "" {
-		if err := b.routeStages(r, rt); err != nil {
+		if err := b.routeStages(e, r, rt); err != nil {
 			rt.Unenforced = err.Error()
 		}
 	}

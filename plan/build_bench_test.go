@@ -40,7 +40,7 @@ func BenchmarkBuild(b *testing.B) {
 		b.Run(fmt.Sprintf("edges=%d/routes=%d", tc.edges, tc.routes), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if a := Build(s, final); len(a.HTTPS) != tc.edges {
+				if a := testLive.Build(s, final); len(a.HTTPS) != tc.edges {
 					b.Fatalf("%d edges built", len(a.HTTPS))
 				}
 			}

@@ -54,7 +54,7 @@ func TestMutualTLSAuthoritiesShared(t *testing.T) {
 	one := &ep.EndpointMutualTLS{Enabled: true, CertificateAuthorities: m.CertificateAuthorities[:1]}
 	s.TLSEdges = append(s.TLSEdges, &ep.TLSEdge{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_one"}}, MutualTLS: one})
 	before := liveHeap()
-	a := Build(s, nil)
+	a := testLive.Build(s, nil)
 	kept := int64(liveHeap()) - int64(before)
 	t.Logf("%d edges on %d authorities of %d KiB: the plan keeps %d KiB", edges, cas, pad>>10, kept>>10)
 	if kept > 4<<20 {

@@ -33,7 +33,7 @@ func rule(policy, action, cidr string) *ep.IPPolicyRule {
 func TestIPRestrictionUnionOfPolicies(t *testing.T) {
 	rules := []*ep.IPPolicyRule{rule("ipp_allow", "allow", "10.0.0.0/8"), rule("ipp_deny", "deny", "10.1.0.0/16"),
 		rule("ipp_bad", "allow", "not a cidr")}
-	a := Build(ipRoutes(rules, []string{"ipp_allow", "ipp_deny", "ipp_gone"}, []string{"ipp_deny"}, []string{"ipp_deny", "ipp_bad"}), nil)
+	a := testLive.Build(ipRoutes(rules, []string{"ipp_allow", "ipp_deny", "ipp_gone"}, []string{"ipp_deny"}, []string{"ipp_deny", "ipp_bad"}), nil)
 	for _, c := range []struct {
 		route int
 		addr  string
@@ -70,7 +70,7 @@ func TestIPRestrictionRulesShared(t *testing.T) {
 	}
 	s := ipRoutes(rules, all...)
 	before := liveHeap()
-	a := Build(s, nil)
+	a := testLive.Build(s, nil)
 	kept := int64(liveHeap()) - int64(before)
 	t.Logf("%d routes on %d policies of %d rules: the plan keeps %d KiB", routes, policies, perPolicy, kept>>10)
 	if kept > 4<<20 {

@@ -1,8 +1,11 @@
 // Package plan turns the stored configuration of accounts (edges, routes, backends, IP policies,
 // certificate authorities) into a routing plan the public listeners read on every connection:
 // hosts and addresses indexed, route matchers ordered, references resolved (IP rules as
-// netip.Prefix, CA pools, backend trees). It is pure: no I/O, no clock. A plan is built whole
-// and never mutated; the data plane swaps in a new one when configuration changes.
+// netip.Prefix, CA pools, backend trees). Building is pure: no I/O, no clock; the state of
+// stages that outlives a plan is the builder's (Live). A plan is built whole and never
+// mutated: the Planner (planner.go) reads the store, rebuilds an account's part when the
+// change feed announces it, and swaps in the new plan. Each module's data-plane code is in
+// module_<name>.go, listed in the module table (modules.go).
 package plan
 
 import (
@@ -248,7 +251,7 @@ func lookup[E any](m map[string]*E, host string) *E {
 // Route returns the route for a request path: the route a saml module's URL names, else an
 // exact match first, then the longest prefix; nil when none matches.
 func (e *HTTPSEdge) Route(path string) *Route {
-	if strings.HasPrefix(path, ep.SAMLPathPrefix) { // a saml route's own URLs (stage_saml.go)
+	if strings.HasPrefix(path, ep.SAMLPathPrefix) { // a saml route's own URLs (module_saml.go)
 		if r := e.samlRoute(path); r != nil {
 			return r
 		}

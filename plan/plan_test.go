@@ -80,7 +80,7 @@ func TestBuild(t *testing.T) {
 		Routes: []*ep.HTTPSEdgeRoute{{Meta: ep.Meta{ID: "edghtsrt_1"}, MatchType: ep.MatchPathPrefix, Match: "/",
 			Backend: &ep.EndpointBackend{Enabled: true, Backend: ep.NewRef("bkdwd_1")}}}}}
 	s.TCPEdges = []*ep.TCPEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtcp_1"}, Hostports: []string{"1.tcp.example.com:12345"}}}}
-	p := Merge(map[string]*Account{"acct_1": Build(s, nil)})
+	p := Merge(map[string]*Account{"acct_1": testLive.Build(s, nil)})
 	e := p.HTTPS("app.example.com")
 	if e == nil || e.ID != "edghts_1" || e.TLS.MinVersion != tls.VersionTLS13 || p.HTTPS("example.com") != nil ||
 		p.HTTPS("a.b.example.com") != e || p.HTTPS("example.org") != nil {

@@ -17,11 +17,11 @@ import (
 // were created, oldest first, and each that fits is admitted: a new edge or route cannot take
 // the policy of an older one away, and a document that does not fit leaves room for smaller ones
 // after it. One that does not fit fails its edge or route closed, naming the limit
-// (policyOverBudget).
+// (costCache.overBudget).
 
 // policyUse is one compiled stage of an account's plan: a document on TLS or TCP edges (conn)
 // or on routes, shared by every object using it, except a document with state or records of its
-// object's own (perRoute), which is compiled for its route or edge (as policyStages keys it).
+// object's own (perRoute), which is compiled for its route or edge (as policyCache keys it).
 type policyUse struct {
 	conn  bool
 	route string
@@ -39,7 +39,7 @@ func routePolicyUse(routeID, doc string) policyUse {
 
 // refusedPolicies returns the uses of the account's traffic policies that do not fit in
 // ep.MaxAccountPolicyCost (nil when all fit).
-func refusedPolicies(s *Snapshot) map[policyUse]bool {
+func refusedPolicies(s *Snapshot, costs *costCache) map[policyUse]bool {
 	type use struct {
 		id, doc string
 		policyUse
@@ -72,7 +72,7 @@ func refusedPolicies(s *Snapshot) map[policyUse]bool {
 		if admitted[u.policyUse] || refused[u.policyUse] {
 			continue
 		}
-		if cost := policyCosts.of(u.sum, u.doc); total+cost <= ep.MaxAccountPolicyCost {
+		if cost := costs.of(u.sum, u.doc); total+cost <= ep.MaxAccountPolicyCost {
 			admitted[u.policyUse] = true
 			total += cost
 			continue
@@ -85,11 +85,9 @@ func refusedPolicies(s *Snapshot) map[policyUse]bool {
 	return refused
 }
 
-// policyCosts keeps ep.TrafficPolicyCost of the documents seen, by SHA-256: estimating decodes
+// costCache keeps ep.TrafficPolicyCost of the documents seen, by SHA-256: estimating decodes
 // the document (a few milliseconds for 64 KiB of YAML), and every rebuild of an account's plan
 // estimates all its documents. It forgets everything once it holds maxCachedCosts.
-var policyCosts = &costCache{m: map[[sha256.Size]byte]int{}}
-
 const maxCachedCosts = 16384
 
 type costCache struct {
@@ -120,8 +118,8 @@ func ksuidOf(id string) string {
 	return id[strings.LastIndexByte(id, '_')+1:]
 }
 
-// policyOverBudget is why a document (whose SHA-256 is sum) that does not fit is not applied.
-func policyOverBudget(sum [sha256.Size]byte, doc string) error {
+// overBudget is why a document (whose SHA-256 is sum) that does not fit is not applied.
+func (c *costCache) overBudget(sum [sha256.Size]byte, doc string) error {
 	return fmt.Errorf("the account's traffic policies are estimated to compile to more than the %d MiB one account's routing plan holds (MaxAccountPolicyCost; this document %d KiB); the policies of the oldest edges and routes are applied first",
-		ep.MaxAccountPolicyCost>>20, policyCosts.of(sum, doc)>>10)
+		ep.MaxAccountPolicyCost>>20, c.of(sum, doc)>>10)
 }

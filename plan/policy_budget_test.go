@@ -156,7 +156,7 @@ func TestAccountPolicyBudget(t *testing.T) {
 	}
 	fit := len(fits)
 	before := liveHeap()
-	a := Build(budgetEdges(edges, doc), nil)
+	a := testLive.Build(budgetEdges(edges, doc), nil)
 	kept := int64(liveHeap()) - int64(before)
 	t.Logf("%d edges of distinct %d KiB documents estimated %d KiB each: %d fit; the plan keeps %d KiB",
 		edges, ep.MaxTrafficPolicyBytes>>10, ep.TrafficPolicyCost(doc(0))>>10, fit, kept>>10)
@@ -186,7 +186,7 @@ func TestAccountPolicyBudget(t *testing.T) {
 	// One document on every edge is compiled once and counts once; after it, a document that
 	// does not fit is refused, and a small one still fits.
 	small := "on_tcp_connect: [{actions: [{type: deny}]}]"
-	b := Build(budgetEdges(edges+2, func(i int) string {
+	b := testLive.Build(budgetEdges(edges+2, func(i int) string {
 		switch i {
 		case edges:
 			return costlyDoc("on_tcp_connect", ep.MaxAccountPolicyCost)
@@ -229,7 +229,7 @@ func TestAccountPolicyBudgetOldestFirst(t *testing.T) {
 	for i, j := 0, len(s.TLSEdges)-1; i < j; i, j = i+1, j-1 {
 		s.TLSEdges[i], s.TLSEdges[j] = s.TLSEdges[j], s.TLSEdges[i]
 	}
-	a := Build(s, nil)
+	a := testLive.Build(s, nil)
 	if r := a.HTTPS[0].Routes[0]; r.Unenforced != "" {
 		t.Fatalf("the oldest object's document: %q", r.Unenforced)
 	}
@@ -245,7 +245,7 @@ func TestAccountPolicyBudgetOldestFirst(t *testing.T) {
 	for i := range s.TLSEdges {
 		s.TLSEdges[i].TrafficPolicy.Value = big(i)
 	}
-	if r := Build(s, nil).HTTPS[0].Routes[0]; !strings.HasPrefix(r.Unenforced, "traffic_policy (") || !strings.Contains(r.Unenforced, "MaxAccountPolicyCost") {
+	if r := testLive.Build(s, nil).HTTPS[0].Routes[0]; !strings.HasPrefix(r.Unenforced, "traffic_policy (") || !strings.Contains(r.Unenforced, "MaxAccountPolicyCost") {
 		t.Errorf("the newest route's document over the budget: %q", r.Unenforced)
 	}
 }

@@ -243,6 +243,9 @@ func (s *Store) Import(ctx context.Context, r io.Reader) error {
 		if err := s.checkImportedSecrets(ctx, tx); err != nil {
 			return err
 		}
+		if err := s.recordPolicyShares(ctx, tx); err != nil {
+			return err
+		}
 		if s.resealImport {
 			_, err := s.resealAll(ctx, tx)
 			return err

@@ -217,10 +217,22 @@ const docSecretsSchema = 9
 // document secrets an older edgeplane stored in plaintext.
 const sealPlainTask = "seal-document-secrets"
 
-// runPendingTasks does, once, what the migrations left for code with the keys to do; OpenWith
-// calls it once the sealer is known. Replicas starting together each try: the delete of the task
-// row decides which one does it (the other waits on the row, then finds it gone).
+// runPendingTasks does, once, what the migrations left for code to do (with the keys, or with
+// ep.TrafficPolicyCost: fillPolicyCosts); OpenWith calls it once the sealer is known. Replicas
+// starting together each try: the delete of the task row decides which one does it (the other
+// waits on the row, then finds it gone).
 func (s *Store) runPendingTasks(ctx context.Context) error {
+	if err := s.fillPolicyCosts(ctx); err != nil {
+		return fmt.Errorf("record the traffic policies' shares: %w", err)
+	}
+	if err := s.sealPlainSecrets(ctx); err != nil {
+		return fmt.Errorf("seal document secrets: %w", err)
+	}
+	return nil
+}
+
+// sealPlainSecrets runs sealPlainTask once.
+func (s *Store) sealPlainSecrets(ctx context.Context) error {
 	var one int
 	err := s.r.QueryRowContext(ctx, s.d.rebind(`SELECT 1 FROM store_tasks WHERE name = ?`), sealPlainTask).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {

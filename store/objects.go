@@ -238,8 +238,14 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 			return err
 		}
 		refs, claims := refsOf(d), claimsOf(d)
+		use, hasPolicy := policyUseOf(d, id)
+		if hasPolicy {
+			if err := s.checkPolicyBudget(ctx, tx, caller.AccountID, id, use); err != nil {
+				return err
+			}
+		}
 		exec := tx.ExecContext
-		if op.Token == nil && op.Secret == "" && len(refs) == 0 && len(claims) == 0 {
+		if op.Token == nil && op.Secret == "" && len(refs) == 0 && len(claims) == 0 && !hasPolicy {
 			exec = tx.ExecLast // the row is all there is to write
 		}
 		if _, err := exec(ctx, s.q.insert, id, caller.AccountID, res.Kind, nullable(parent), m.CreatedAt, body); err != nil {
@@ -261,6 +267,9 @@ func (s *Store) Create(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 			return err
 		}
 		if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, false); err != nil {
+			return err
+		}
+		if err := s.writePolicyUse(ctx, tx, caller.AccountID, id, use, hasPolicy, false); err != nil {
 			return err
 		}
 		doc = d
@@ -295,6 +304,7 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		view := &txView{s: s, ctx: ctx, tx: tx, account: caller.AccountID}
 		op := &ep.Op{Ctx: ctx, Caller: caller, Tx: view, ID: id, ParentID: parentID, Settings: s.Settings()}
 		refsBefore, claimsBefore := refsOf(d), claimsOf(d)
+		useBefore, hadPolicy := policyUseOf(d, id)
 		// fn sees the document's secrets opened (a module PUT may keep a stored client secret)
 		// and they are sealed again, whatever it set, before the write (docsecrets.go).
 		if err := s.openFields(res, d); err != nil {
@@ -302,6 +312,13 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		}
 		if err := fn(op, d); err != nil {
 			return err
+		}
+		use, hasPolicy := policyUseOf(d, id)
+		policyChanged := hadPolicy != hasPolicy || useBefore != use
+		if hasPolicy && policyChanged {
+			if err := s.checkPolicyBudget(ctx, tx, caller.AccountID, id, use); err != nil {
+				return err
+			}
 		}
 		if err := s.sealFields(res, d); err != nil {
 			return err
@@ -331,6 +348,11 @@ func (s *Store) Update(ctx context.Context, caller ep.Caller, res *ep.Resource, 
 		}
 		if !slices.Equal(claimsOf(d), claimsBefore) {
 			if err := s.writeClaims(ctx, tx, caller.AccountID, id, d, true); err != nil {
+				return err
+			}
+		}
+		if policyChanged {
+			if err := s.writePolicyUse(ctx, tx, caller.AccountID, id, use, hasPolicy, true); err != nil {
 				return err
 			}
 		}

@@ -410,7 +410,50 @@ func (s *Store) resealAll(ctx context.Context, tx *wtx) (int, error) {
 		n++
 	}
 	k, err := s.rewriteFields(ctx, tx, false)
-	return n + k, err
+	if err != nil {
+		return 0, err
+	}
+	t, err := s.resealTunnelOpts(ctx, tx)
+	return n + k + t, err
+}
+
+// resealTunnelOpts re-encrypts the options of live agent tunnels (agent_tunnels.opts: the modules
+// a bind asked for, with their passwords and client secrets), which other replicas read to carry
+// traffic to the tunnel. They are left out of the start-up check, because a row of a replica that
+// died under an older key must not keep a new server from starting, but once the old key is gone
+// a row it sealed could not be routed from another replica, so rotation covers them too.
+func (s *Store) resealTunnelOpts(ctx context.Context, tx *wtx) (int, error) {
+	type row struct{ id, sealed string }
+	rows, err := tx.QueryContext(ctx, `SELECT id, opts FROM agent_tunnels WHERE opts <> '' ORDER BY id`)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.sealed); err != nil {
+			rows.Close()
+			return 0, s.classify(err)
+		}
+		all = append(all, r)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, s.classify(err)
+	}
+	for _, r := range all {
+		plain, err := s.seal.open(tunnelAD(r.id), r.sealed)
+		if err != nil {
+			return 0, fmt.Errorf("agent_tunnels %s: %w", r.id, err)
+		}
+		sealed, err := s.seal.seal(tunnelAD(r.id), plain)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_tunnels SET opts = ? WHERE id = ?`), sealed, r.id); err != nil {
+			return 0, s.classify(err)
+		}
+	}
+	return len(all), nil
 }
 
 // SetSettings makes the deployment settings (service domains, CNAME zone) available to the rules

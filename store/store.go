@@ -252,10 +252,11 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		s.rd.noCancel = true
 	}
-	// What the migrations left for code with the keys (docsecrets.go).
+	// What the migrations left for code with the keys (docsecrets.go) or the estimates
+	// (policy_costs.go).
 	if err := s.runPendingTasks(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("store: seal document secrets: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	// Deletes that a stopped process began but did not finish (cascade.go).
 	if err := s.finishPendingDeletes(ctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -90,7 +91,7 @@ func (s *session) prepareBind(m *bindMsg) (*Tunnel, json.RawMessage, *bindError)
 	// The policy's endpoint is filled in below, once the name is resolved: before the tunnel is
 	// registered, so before any traffic reads it.
 	endpoint := &trafficpolicy.Endpoint{Account: s.cred.AccountID, Protocol: m.Proto}
-	o, mods, berr := buildModules(m.Proto, m.Opts, bindEnv{endpoint: endpoint, log: s.gw.cfg.PolicyLog, internal: s.gw.cfg.Internal})
+	o, mods, berr := buildModules(m.Proto, m.Opts, plan.BindEnv{Env: s.gw.cfg.Env, Endpoint: endpoint, Log: s.gw.cfg.PolicyLog})
 	if berr != nil {
 		return nil, nil, berr
 	}

@@ -7,6 +7,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -25,14 +26,14 @@ type bindModules struct {
 // buildModules decodes a bind's options for proto and builds its modules, with env for its
 // traffic policy; the refusal is the bind's (an option edgeplane does not enforce, one that is
 // not valid).
-func buildModules(proto string, raw json.RawMessage, env bindEnv) (*bindOpts, bindModules, *bindError) {
+func buildModules(proto string, raw json.RawMessage, env plan.BindEnv) (*bindOpts, bindModules, *bindError) {
 	var o bindOpts
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return nil, bindModules{}, refuse(ep.AgentCodeBadBind, "The bind options are not valid: %v", err)
 		}
 	}
-	env.terminateTLS = proto == "https" || proto == "tls"
+	env.TerminateTLS = proto == "https" || proto == "tls" // the listener applies terminate-tls (tlsSettings)
 	o.env = env
 	chain, policy, berr := o.chain(proto, raw)
 	if berr != nil {

@@ -121,7 +121,7 @@ func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
 	if s.terminate {
 		cert, err := parseTermination(term)
 		if err != nil {
-			return nil, refuse(refusalCode(err), "tls_termination: %v", err)
+			return nil, refuse(plan.RefusalCode(err), "tls_termination: %v", err)
 		}
 		s.cert = cert
 		h.Write([]byte("terminate\n"))

@@ -17,7 +17,7 @@ import (
 // bind's own TLSTermination and MutualTLSCA options say the same things: giving both is refused
 // (withOptions), rather than one silently overriding the other.
 func policyTLSSettings(proto string, raw json.RawMessage, withOptions bool) (*endpointTLS, *bindError) {
-	p, err := bindPolicy(raw)
+	p, err := plan.ParseBindPolicy(raw)
 	if err != nil {
 		return nil, refuse(ep.AgentCodeBadBind, "traffic_policy: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/pki"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // Bounds of the certificate and key a tls bind may give for TLS termination. A chain of a few
@@ -40,7 +41,7 @@ func parseTermination(raw json.RawMessage) (*tls.Certificate, error) {
 		return nil, errors.New("the option is not a JSON object with cert and key (base64 of PEM)")
 	}
 	if len(o.Key) == 0 && len(o.SealedKey) > 0 {
-		return nil, &optionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_key is encrypted for ngrok's servers and edgeplane cannot open it; " +
+		return nil, &plan.OptionRefusal{Code: ep.AgentCodeUnsupportedOpt, Msg: "sealed_key is encrypted for ngrok's servers and edgeplane cannot open it; " +
 			"give key itself (ngrok-go: config.WithTermination(certPEM, keyPEM))"}
 	}
 	switch {

@@ -17,6 +17,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/pki"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // testCA is a certificate authority made for one test; nothing of it is kept on disk.
@@ -135,8 +136,8 @@ func TestTLSTerminationOption(t *testing.T) {
 		"cert not base64 bytes": {json.RawMessage(`{"cert":"%%%","key":"AA=="}`), ep.AgentCodeBadBind, "not a JSON object"},
 	} {
 		_, err := parseTermination(c.raw)
-		if err == nil || refusalCode(err) != c.code || !strings.Contains(err.Error(), c.text) {
-			t.Errorf("%s: %v (code %d), want %d %q", name, err, refusalCode(err), c.code, c.text)
+		if err == nil || plan.RefusalCode(err) != c.code || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: %v (code %d), want %d %q", name, err, plan.RefusalCode(err), c.code, c.text)
 		}
 		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY-----\n") {
 			t.Errorf("%s: the refusal quotes the key", name)

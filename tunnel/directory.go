@@ -10,6 +10,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -169,7 +170,7 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 			r.gen = 0
 			return false
 		}
-		next[row.ID] = newRemoteTunnel(row, id, d.link, bindEnv{log: d.g.cfg.PolicyLog, internal: d.g.cfg.Internal})
+		next[row.ID] = newRemoteTunnel(row, id, d.link, plan.BindEnv{Env: d.g.cfg.Env, Log: d.g.cfg.PolicyLog})
 		changed = true
 		if next[row.ID].broken != "" {
 			d.g.log.Warn("directory: a remote tunnel fails closed here", "replica", id, "tunnel", row.ID, "why", next[row.ID].broken)

@@ -15,12 +15,13 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
 
 // Config is what the gateway needs of its deployment.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// TLS is the agent listener's TLS configuration (edgeplane's CA-issued certificate or the
 	// operator's).
 	TLS *tls.Config
@@ -57,12 +58,12 @@ type Config struct {
 	// credentials or reservations changed, and checks their online sessions against the store
 	// (default 500ms): a delete through any replica's API takes them offline within it.
 	CheckInterval time.Duration
+	// Env is the data plane's environment for the modules agents ask for (the sign-in key and
+	// managed OAuth applications, the outbound client); nil refuses the options needing it.
+	Env *plan.Env
 	// PolicyLog receives the records of the log actions of agents' traffic policies; nil
 	// refuses a bind whose policy has one.
 	PolicyLog *enforce.PolicyLog
-	// Internal serves the forward-internal actions of agents' traffic policies (the ingress
-	// server); nil refuses a bind whose policy has one.
-	Internal enforce.InternalEndpoints
 }
 
 // Heartbeat and freshness. An agent pings every HeartbeatInterval (10 s by default) and expects

@@ -2,14 +2,12 @@ package tunnel
 
 import (
 	"encoding/json"
-	"errors"
-	"net/http"
 	"net/url"
 	"strings"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
-	"github.com/edgeplane/edgeplane/trafficpolicy"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // bindOpts are the options of a Bind, decoded leniently (Go's decoder ignores the case of field
@@ -34,30 +32,9 @@ type bindOpts struct {
 
 	MutualTLSAtAgent bool
 
-	// env is what the traffic_policy option's stages need of the bind (not an option).
-	env bindEnv
+	// env is what the modules' builders get of the bind (not an option).
+	env plan.BindEnv
 }
-
-// bindEnv is what a bind's traffic policy needs beyond its document: the endpoint its
-// endpoint.* variables read and its log records name (filled in once the bind's name is
-// resolved, before it takes traffic), the data plane's policy log and outbound client.
-type bindEnv struct {
-	endpoint *trafficpolicy.Endpoint
-	log      *enforce.PolicyLog
-	outbound *http.Client
-	// internal serves the policy's forward-internal actions.
-	internal enforce.InternalEndpoints
-	// terminateTLS is set for https and tls binds, whose listener applies the policy's
-	// terminate-tls (tlsSettings).
-	terminateTLS bool
-}
-
-// The traffic_policy option's builders, which take the bind's environment; set by
-// bindopt_traffic_policy.go.
-var (
-	bindPolicyStage func(raw json.RawMessage, env bindEnv) (enforce.Stage, error)
-	bindPolicyConn  func(raw json.RawMessage, env bindEnv) (*enforce.ConnPolicy, error)
-)
 
 // present reports whether a raw option was given: absent, null and "" (an unset traffic policy)
 // all mean no.
@@ -65,21 +42,6 @@ func present(raw json.RawMessage) bool {
 	s := strings.TrimSpace(string(raw))
 	return s != "" && s != "null" && s != `""`
 }
-
-// moduleOptions maps the bind options that carry modules (lowercased: Go agents and Rust ones
-// spell some differently) to the names of their modules, in the order their stages run.
-var moduleOptions = []struct{ option, module string }{
-	{"circuitbreaker", "circuit_breaker"}, {"oauth", "oauth"}, {"oidc", "oidc"},
-	{"webhookverification", "webhook_verification"}, {"useragentfilter", "user_agent_filter"},
-	{"requestheaders", "request_headers"}, {"responseheaders", "response_headers"},
-	{"compression", "compression"}, {"websockettcpconverter", "websocket_tcp_converter"},
-	{"mutualtlsca", "mutual_tls"}, {"mutualtlsatedge", "mutual_tls"}, {"tlstermination", "tls_termination"},
-	{"policy", "policy"}, {"trafficpolicy", "traffic_policy"},
-}
-
-// tlsModules are the module options that set the endpoint's TLS (tlsSettings) rather than
-// build a stage.
-var tlsModules = map[string]bool{"mutual_tls": true, "tls_termination": true}
 
 // optionFields returns a bind's options by lowercased name.
 func optionFields(raw json.RawMessage) (map[string]json.RawMessage, *bindError) {
@@ -96,66 +58,10 @@ func optionFields(raw json.RawMessage) (map[string]json.RawMessage, *bindError) 
 	return fields, nil
 }
 
-// BindStageBuilder builds the stage of a module asked for in a bind's options, from the
-// option's JSON (the agents' protobuf-shaped objects: snake_case keys, []byte as base64). Its
-// error refuses the bind with ERR_NGROK_301, or with the code of an optionRefusal.
-type BindStageBuilder func(raw json.RawMessage) (enforce.Stage, error)
-
-// optionRefusal is a builder's error that carries its own refusal code: ngrok's code for that
-// exact mistake (an unknown OAuth provider is 365), or ERR_NGROK_3208 for an option that is
-// well formed but that this server cannot apply as given (say no managed OAuth application),
-// so agents see the same code as for any other option edgeplane does not enforce.
-type optionRefusal struct {
-	code int
-	msg  string
-}
-
-func (e *optionRefusal) Error() string { return e.msg }
-
-// refusalCode is the code a builder's error refuses the bind with.
-func refusalCode(err error) int {
-	var r *optionRefusal
-	if errors.As(err, &r) {
-		return r.code
-	}
-	return ep.AgentCodeBadBind
-}
-
-// bindStages is the table of module options edgeplane enforces on agent endpoints beyond basic
-// auth and IP restriction: one entry per module, registered from its own file
-// (bindopt_<module>.go). Every option without an entry is refused by name.
-var bindStages = map[string]BindStageBuilder{}
-
-// registerBindStage adds a module's bind option builder; called from the init of its file.
-func registerBindStage(module string, f BindStageBuilder) {
-	if _, dup := bindStages[module]; dup {
-		panic("tunnel: bind stage " + module + " registered twice")
-	}
-	bindStages[module] = f
-}
-
-// BindConnBuilder builds the connection stage of a module asked for in the options of a tcp or
-// tls bind: there is no HTTP request to act on, so the module decides on each public connection
-// before any byte is carried (as it does on TCP and TLS edges).
-type BindConnBuilder func(raw json.RawMessage) (*enforce.ConnPolicy, error)
-
-// bindConnStages is the table of modules that act on the connections of tcp and tls binds, by
-// module name; a module without an entry is an HTTP module, refused on those binds.
-var bindConnStages = map[string]BindConnBuilder{}
-
-// registerBindConnStage adds a module's builder for tcp and tls binds; called from the init of
-// its file, next to its registerBindStage.
-func registerBindConnStage(module string, f BindConnBuilder) {
-	if _, dup := bindConnStages[module]; dup {
-		panic("tunnel: bind connection stage " + module + " registered twice")
-	}
-	bindConnStages[module] = f
-}
-
 // chain builds the stages of the options edgeplane enforces on plain endpoints (basic auth and
-// IP restriction, including the legacy "user:pass" Auth, and the modules of bindStages) and
-// refuses, by name, every option it does not enforce yet: a bind is never accepted with an
-// option silently dropped. On tcp and tls binds a module of bindConnStages becomes the
+// IP restriction, including the legacy "user:pass" Auth, and the modules of plan's module table)
+// and refuses, by name, every option it does not enforce yet: a bind is never accepted with an
+// option silently dropped. On tcp and tls binds a module acting on connections becomes the
 // connection policy (policy) instead of an HTTP stage. Mutual TLS and TLS termination are not
 // stages but the endpoint's TLS, built by tlsSettings.
 func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *enforce.ConnPolicy, *bindError) {
@@ -166,37 +72,25 @@ func (o *bindOpts) chain(proto string, raw json.RawMessage) (*enforce.Chain, *en
 	httpProto := proto == "http" || proto == "https"
 	c := &enforce.Chain{}
 	var policy *enforce.ConnPolicy
-	for _, mo := range moduleOptions {
-		v, ok := fields[mo.option]
-		if !ok || !present(v) || tlsModules[mo.module] {
+	for _, bo := range plan.BindOptions() {
+		v, ok := fields[bo.Option]
+		if !ok || !present(v) || bo.Module.Structural() {
 			continue
 		}
-		if mo.module == "traffic_policy" && !httpProto {
-			cp, err := bindPolicyConn(v, o.env)
+		if bo.Module.OnConnections() && !httpProto {
+			cp, err := bo.Module.BindConn(v, o.env)
 			if err != nil {
-				return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
+				return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", bo.Module, err)
 			}
 			policy = cp
 			continue
 		}
-		if buildConn, ok := bindConnStages[mo.module]; ok && !httpProto {
-			cp, err := buildConn(v)
-			if err != nil {
-				return nil, nil, refuse(ep.AgentCodeBadBind, "%s: %v", mo.module, err)
-			}
-			policy = cp
-			continue
+		if !bo.Module.OnBinds() {
+			return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not enforce the %s option on agent endpoints yet; remove it from the endpoint's options (it would not be applied).", bo.Module)
 		}
-		build, ok := bindStages[mo.module]
-		if mo.module == "traffic_policy" {
-			build = func(raw json.RawMessage) (enforce.Stage, error) { return bindPolicyStage(raw, o.env) }
-		}
-		if !ok && build == nil {
-			return nil, nil, refuse(ep.AgentCodeUnsupportedOpt, "edgeplane does not enforce the %s option on agent endpoints yet; remove it from the endpoint's options (it would not be applied).", mo.module)
-		}
-		st, err := build(v)
+		st, err := bo.Module.Bind(v, o.env)
 		if err != nil {
-			return nil, nil, refuse(refusalCode(err), "%s: %v", mo.module, err)
+			return nil, nil, refuse(plan.RefusalCode(err), "%s: %v", bo.Module, err)
 		}
 		c.HTTP = append(c.HTTP, st)
 	}

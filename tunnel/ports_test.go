@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -91,7 +92,7 @@ func TestRemoteTunnelFailsClosed(t *testing.T) {
 		{ID: "tn_2", Proto: "tcp", Name: "127.0.0.1:20000", Opts: []byte(`{"ProxyProto": 1}`)},
 		{ID: "tn_3", Proto: "http", Name: "y.edgeplane.app", Opts: []byte(`{"UnknownModule": {"x": 1}, "BasicAuth": 7}`)},
 	} {
-		r := newRemoteTunnel(row, "rep_x", nil, bindEnv{})
+		r := newRemoteTunnel(row, "rep_x", nil, plan.BindEnv{})
 		if r.broken == "" {
 			t.Fatalf("row %s built without complaint", row.ID)
 		}

@@ -49,10 +49,9 @@ type remoteTunnel struct {
 	}
 }
 
-// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. env's
-// log records its traffic policy's log actions, on this replica, and its internal endpoints
-// serve its forward-internal actions.
-func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, env bindEnv) *remoteTunnel {
+// newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. env is
+// this replica's for the modules' builders (its Endpoint is filled in here).
+func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, env plan.BindEnv) *remoteTunnel {
 	r := &remoteTunnel{row: row, replica: replica, link: link}
 	r.row.Opts = nil // kept only as the modules they make
 	switch {
@@ -67,8 +66,7 @@ func newRemoteTunnel(row store.ReplicaTunnel, replica string, link *peer.Link, e
 			host, addr = "", row.Name
 		}
 		fillEndpoint(endpoint, row.ID, url, host, addr)
-		env.endpoint = endpoint
-		if _, mods, berr := buildModules(row.Proto, row.Opts, env); berr != nil {
+		if _, mods, berr := buildModules(row.Proto, row.Opts, plan.BindEnv{Env: env.Env, Endpoint: endpoint, Log: env.Log}); berr != nil {
 			r.broken = "its options cannot be applied on this replica: " + berr.msg
 		} else {
 			r.mods = mods

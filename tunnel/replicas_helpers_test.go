@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
@@ -156,7 +158,7 @@ func serveHTTP(t *testing.T, ln net.Listener, name string) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s", name, r.RemoteAddr)
 	})}
-	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = srv.Serve(acceptguard.Listener{Listener: ln}) }()
 	t.Cleanup(func() { srv.Close() })
 }
 

@@ -417,13 +417,14 @@ func waitPath(ctx context.Context, p *trafficPath) error {
 	return fmt.Errorf("%s does not reach the upstream within 30 s (last: %s)", p.name, last)
 }
 
-// parseSize reads a byte count with an optional KiB, MiB or GiB suffix.
+// parseSize reads a byte count with an optional KiB, MiB, GiB or bytes suffix (a space before it
+// is allowed), so what fmtSize writes reads back.
 func parseSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	mult := int64(1)
-	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "bytes": 1} {
 		if v, ok := strings.CutSuffix(s, suffix); ok {
-			s, mult = v, m
+			s, mult = strings.TrimSpace(v), m // fmtSize writes "2 GiB", with a space
 			break
 		}
 	}

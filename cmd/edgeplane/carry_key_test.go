@@ -123,7 +123,8 @@ func TestRestoreOnNewMachine(t *testing.T) {
 	// serve needs the new database's key only: the carried one goes.
 	os.Remove(keyFile)
 	q := startServe(t, newDir, nil, "--db", newDB, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
-		"--http-listen", "", "--https-listen", "127.0.0.1:0", "--acme-directory", "")
+		"--http-listen", "", "--https-listen", "127.0.0.1:0", "--acme-directory", "",
+		"--outbound-allow-private") // the static backend is on this host
 	m := httpsListenRE.FindStringSubmatch(q.Stderr.String()) // logged before the API listens
 	if m == nil {
 		t.Fatalf("no data plane listening line; stderr:\n%s", q.Stderr)

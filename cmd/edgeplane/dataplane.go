@@ -26,6 +26,7 @@ import (
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
 	"github.com/edgeplane/edgeplane/pki"
+	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 	"github.com/edgeplane/edgeplane/tunnel"
 )
@@ -41,6 +42,7 @@ type dataPlaneFlags struct {
 	agentListen, httpListen, httpsListen, tcpListenHost *string
 	agentHostnames, agentCert, agentKey                 *string
 	outboundCA                                          *string
+	outbound                                            *outboundFlags
 	oauthApps, oauthEndpoints                           *listFlag
 	acme                                                *acmeFlags
 	dns                                                 *dnsFlags
@@ -104,11 +106,12 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 			"managed OAuth application PROVIDER=CLIENT_ID:CLIENT_SECRET serving oauth modules without their own client; repeatable (env EDGEPLANE_OAUTH_APPS, comma-separated)"),
 		oauthEndpoints: newListFlag(fs, "oauth-endpoints", "EDGEPLANE_OAUTH_ENDPOINTS", ";",
 			"override an OAuth provider's endpoints: PROVIDER=AUTHORIZE_URL,TOKEN_URL,USERINFO_URL (https); repeatable (env EDGEPLANE_OAUTH_ENDPOINTS, semicolon-separated)"),
-		acme: addACMEFlags(fs),
-		iso:  addIsolationFlags(fs),
-		dns:  addDNSFlags(fs),
-		peer: addPeerFlags(fs),
-		fs:   fs,
+		outbound: addOutboundFlags(fs),
+		acme:     addACMEFlags(fs),
+		iso:      addIsolationFlags(fs),
+		dns:      addDNSFlags(fs),
+		peer:     addPeerFlags(fs),
+		fs:       fs,
 	}
 }
 
@@ -142,14 +145,16 @@ type dataPlane struct {
 	agentLn, httpLn, httpsLn net.Listener
 	operatorCert             *tls.Certificate
 	outboundRoots            *x509.CertPool
-	oauthApps                map[string]enforce.OAuthApp
-	oauthEndpoints           map[string]enforce.OAuthEndpoints
-	gw                       *tunnel.Gateway
-	pub                      *ingress.Server
-	planner                  *ingress.Planner
-	certs                    *certmgr.Manager
-	dns                      *dnsSockets // nil without --dns-listen
-	closeOnce                sync.Once
+	// outboundAllowPrivate is --outbound-allow-private.
+	outboundAllowPrivate bool
+	oauthApps            map[string]enforce.OAuthApp
+	oauthEndpoints       map[string]enforce.OAuthEndpoints
+	gw                   *tunnel.Gateway
+	pub                  *ingress.Server
+	planner              *plan.Planner
+	certs                *certmgr.Manager
+	dns                  *dnsSockets // nil without --dns-listen
+	closeOnce            sync.Once
 	// agent and public count the agent listener's and the public listeners' connections, TCP
 	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
 	agent, public *netx.Limiter
@@ -187,6 +192,9 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 		return nil, err
 	}
 	if d.iso, err = f.iso.parse(); err != nil {
+		return nil, err
+	}
+	if d.outboundAllowPrivate, err = f.outbound.parse(); err != nil {
 		return nil, err
 	}
 	publicLimits.PerAccount = d.iso.publicPerAccount.of(publicLimits.Max)
@@ -334,24 +342,33 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	certs := ingress.NewCerts(ca)
 	d.pub = ingress.New(ingress.Config{
-		Recorder:      rec,
-		Certificate:   certs.Certificate,
-		TCPHost:       *f.tcpListenHost,
-		OutboundRoots: d.outboundRoots,
-		Limiter:       d.public,
-		IdleTimeout:   d.publicIdle,
-		HeaderTimeout: d.iso.headerTimeout,
-		TCPIdle:       d.iso.tcpIdle,
-		Logger:        log,
+		Recorder:             rec,
+		Certificate:          certs.Certificate,
+		TCPHost:              *f.tcpListenHost,
+		OutboundRoots:        d.outboundRoots,
+		OutboundAllowPrivate: d.outboundAllowPrivate,
+		Limiter:              d.public,
+		IdleTimeout:          d.publicIdle,
+		HeaderTimeout:        d.iso.headerTimeout,
+		TCPIdle:              d.iso.tcpIdle,
+		Logger:               log,
 	})
 	d.policyLog = enforce.NewPolicyLog(log)
 	link, err := d.startPeer(ctx, ca, log)
 	if err != nil {
 		return err
 	}
+	// The environment of the modules, routes' and agents' alike: the sign-in key, the managed
+	// OAuth applications, the outbound client, the policy log.
+	env := d.pub.Env(st)
+	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
+		return err
+	}
+	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
+	env.PolicyLog = d.policyLog
 	d.gw = tunnel.New(tunnel.Config{
+		Env:       env,
 		PolicyLog: d.policyLog,
-		Internal:  d.pub,
 		Link:      link,
 		Store:     st,
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
@@ -380,15 +397,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		}
 		return out
 	})
-	env := d.pub.Env(st)
-	if env.SessionKey, err = loadSessionKey(ctx, st); err != nil {
-		return err
-	}
-	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
-	env.PolicyLog = d.policyLog
-	tunnel.SetSignInEnv(tunnel.SignInEnv{SessionKey: env.SessionKey, Outbound: env.Outbound,
-		OAuthApps: env.OAuthApps, OAuthEndpoints: env.OAuthEndpoints})
-	if d.planner, err = ingress.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
+	if d.planner, err = plan.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
 	d.pub.SetPlan(d.planner.Plan)
@@ -401,6 +410,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host) || d.gw.Unrouted(host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
+	certs.ServiceDomains = settings.ServiceDomains
 	if d.dns != nil {
 		d.dns.start(st, settings, log)
 	}
@@ -414,6 +424,9 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	if d.httpsLn != nil {
 		go func() { _ = d.pub.ServeTLS(d.httpsLn) }()
+	}
+	if d.outboundAllowPrivate {
+		log.Warn("--outbound-allow-private: the URLs accounts configure may reach this network's loopback, private and link-local addresses (cloud metadata included)")
 	}
 	log.Info("data plane listening", "agents", addrOf(d.agentLn), "http", addrOf(d.httpLn), "https", addrOf(d.httpsLn),
 		"tcp_host", *f.tcpListenHost, "peer", addrOf(d.peerLn), "peer_advertise", d.peerAdvertise, "replica", d.replica)

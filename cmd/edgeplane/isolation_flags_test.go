@@ -56,3 +56,15 @@ func TestShares(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboundAllowPrivateIsChecked: EDGEPLANE_OUTBOUND_ALLOW_PRIVATE that is not a boolean stops
+// serve with a message naming the variable and its value, rather than leaving the guard on or
+// off by a guess.
+func TestOutboundAllowPrivateIsChecked(t *testing.T) {
+	t.Parallel()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}
+	_, stderr, code := runBin(t, []string{"EDGEPLANE_OUTBOUND_ALLOW_PRIVATE=sometimes"}, args...)
+	if want := `EDGEPLANE_OUTBOUND_ALLOW_PRIVATE must be true or false, got "sometimes"`; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr %q, want %q", code, stderr, want)
+	}
+}

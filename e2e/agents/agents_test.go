@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -87,7 +89,7 @@ func TestTCPAndTLSEndpoints(t *testing.T) {
 	echo := func(l net.Listener) {
 		go func() {
 			for {
-				c, err := l.Accept()
+				c, err := acceptguard.Listener{Listener: l}.Accept()
 				if err != nil {
 					return
 				}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -121,7 +123,7 @@ func lineOver(addr string, conf *tls.Config, line string) (string, error) {
 func answerLines(t *testing.T, tun net.Listener, prefix string, wrap func(net.Conn) net.Conn) {
 	go func() {
 		for {
-			c, err := tun.Accept()
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
 			if err != nil {
 				return
 			}

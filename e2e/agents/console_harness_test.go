@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
 )
 
 // Helpers of the console's tests: a signed-in console client, the inspector's entries as its
@@ -168,7 +170,7 @@ func (cc *consoleClient) waitFor(what string, match func(inspected) bool) inspec
 func echoConns(l net.Listener) {
 	go func() {
 		for {
-			c, err := l.Accept()
+			c, err := acceptguard.Listener{Listener: l}.Accept()
 			if err != nil {
 				return
 			}

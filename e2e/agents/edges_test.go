@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"github.com/edgeplane/edgeplane/pki"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
@@ -47,7 +49,7 @@ func edgeUpstream(t *testing.T, tun net.Listener, name string) {
 		}),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 	}
-	go func() { _ = srv.Serve(tun) }()
+	go func() { _ = srv.Serve(acceptguard.Listener{Listener: tun}) }()
 	t.Cleanup(func() { srv.Close() })
 }
 
@@ -57,7 +59,7 @@ type connKey struct{}
 // every kind of backend, applies ip_restriction, fails closed on a module it does not enforce,
 // and takes configuration changes live.
 func TestHTTPSEdge(t *testing.T) {
-	w := start(t)
+	w := start(t, "--outbound-allow-private") // the static backend is on this host
 	_, token := w.credential()
 	w.reserveDomain("shop.example.com")
 	sess := w.mustConnect(token)
@@ -239,7 +241,7 @@ func TestTLSAndTCPEdges(t *testing.T) {
 		}
 		go func() {
 			for {
-				c, err := tun.Accept()
+				c, err := acceptguard.Listener{Listener: tun}.Accept()
 				if err != nil {
 					return
 				}
@@ -365,7 +367,7 @@ func TestEdgeCertificatesAndStaticTLS(t *testing.T) {
 	go func() { _ = tlsUp.ServeTLS(ul, "", "") }()
 	defer tlsUp.Close()
 
-	w := start(t, "--outbound-ca", caFile)
+	w := start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the static backend is on this host
 	leaf, _ := ca.Issue("up.example.com")
 	cert := w.mustCreate("/tls_certificates", map[string]any{"certificate_pem": string(pemChain(leaf.Certificate[:1])),
 		"private_key_pem": string(pemKey(t, leaf.PrivateKey))})

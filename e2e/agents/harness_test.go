@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"github.com/edgeplane/edgeplane/internal/testproc"
 	"golang.ngrok.com/ngrok"
 )
@@ -183,7 +185,7 @@ func (w *world) mustConnect(token string, opts ...ngrok.ConnectOption) ngrok.Ses
 // serveTunnel answers every request on the tunnel with handler.
 func serveTunnel(t *testing.T, tun net.Listener, handler http.Handler) {
 	srv := &http.Server{Handler: handler}
-	go func() { _ = srv.Serve(tun) }()
+	go func() { _ = srv.Serve(acceptguard.Listener{Listener: tun}) }()
 	t.Cleanup(func() { srv.Close() })
 }
 

@@ -108,7 +108,7 @@ func TestSignInOIDC(t *testing.T) {
 	}
 	p := newSignInProvider(t, ca)
 
-	w := start(t, "--outbound-ca", caFile)
+	w := start(t, "--outbound-allow-private", "--outbound-ca", caFile)
 	_, token := w.credential()
 	w.reserveDomain("sso.example.com")
 	sess := w.mustConnect(token)
@@ -205,7 +205,7 @@ func TestSignInOIDCBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newSignInProvider(t, ca)
-	w := start(t, "--outbound-ca", caFile)
+	w := start(t, "--outbound-allow-private", "--outbound-ca", caFile)
 	_, token := w.credential()
 	sess := w.mustConnect(token)
 	for host, opts := range map[string][]config.OIDCOption{
@@ -289,8 +289,8 @@ func TestSignInOAuthBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret", "own-client": "own-secret"})
-	managed := start(t, "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
-	own := start(t, "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g))
+	managed := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
+	own := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g))
 
 	hosts := map[string]string{} // public name -> the https listener serving it
 	bind := func(w *world, host string, opts ...config.OAuthOption) error {

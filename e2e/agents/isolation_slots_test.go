@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -42,7 +44,7 @@ func newSilentAgent(t *testing.T, w *world) *silentAgent {
 	a := &silentAgent{addr: strings.TrimPrefix(tun.URL(), "tcp://")}
 	go func() {
 		for {
-			c, err := tun.Accept()
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
 			if err != nil {
 				return
 			}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"github.com/edgeplane/edgeplane/internal/testproc"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
@@ -301,7 +303,7 @@ func serveUntilStopped(tun net.Listener, body string) <-chan error {
 		// its error path): the client's bug ends only this goroutine.
 		defer func() { _ = recover() }()
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) })}
-		stopped <- srv.Serve(tun)
+		stopped <- srv.Serve(acceptguard.Listener{Listener: tun})
 	}()
 	return stopped
 }

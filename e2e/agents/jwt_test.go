@@ -53,7 +53,7 @@ func TestEdgeJWTValidation(t *testing.T) {
 	go func() { _ = jwks.ServeTLS(jl, "", "") }()
 	defer jwks.Close()
 
-	w := start(t, "--outbound-ca", caFile)
+	w := start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the key set is on this host
 	_, token := w.credential()
 	w.reserveDomain("jwt.example.com")
 	sess := w.mustConnect(token)

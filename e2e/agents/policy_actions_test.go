@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -268,7 +270,7 @@ func TestTrafficPolicyActionsOnRoutes(t *testing.T) {
 // upstream; on a tcp bind on_tcp_connect's log
 // records the connection and close-connection closes it before any byte reaches the agent.
 func TestTrafficPolicyActionsOnAgentBinds(t *testing.T) {
-	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "27000-27999")
+	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "27000-27999", "--outbound-allow-private")
 	wb := wa.asAccount("tenant-b")
 	ctx := context.Background()
 	doc := `
@@ -360,7 +362,7 @@ on_tcp_connect:
 	}
 	accepted := make(chan struct{}, 1)
 	go func() {
-		if c, err := tun.Accept(); err == nil {
+		if c, err := (acceptguard.Listener{Listener: tun}).Accept(); err == nil {
 			accepted <- struct{}{}
 			c.Close()
 		}

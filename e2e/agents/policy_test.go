@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -153,7 +155,7 @@ func TestTrafficPolicyOnTCPEdge(t *testing.T) {
 	}
 	go func() {
 		for {
-			c, err := tun.Accept()
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
 			if err != nil {
 				return
 			}
@@ -283,7 +285,7 @@ func TestTrafficPolicyOnAgentTCPAndTLSBinds(t *testing.T) {
 		seen := &atomic.Int32{}
 		go func() {
 			for {
-				c, err := tun.Accept()
+				c, err := acceptguard.Listener{Listener: tun}.Accept()
 				if err != nil {
 					return
 				}

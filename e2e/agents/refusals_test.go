@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -227,12 +229,8 @@ func TestPooledTCP(t *testing.T) {
 		}
 		tuns = append(tuns, tun)
 		go func(l net.Listener) {
-			// ngrok-go v1.12.1 can panic inside Accept once its tunnel is closed (a nil logger
-			// on its error path); that is the client's bug, not edgeplane's, so it ends only
-			// this goroutine.
-			defer func() { _ = recover() }()
 			for {
-				c, err := l.Accept()
+				c, err := acceptguard.Listener{Listener: l}.Accept()
 				if err != nil {
 					return
 				}

@@ -88,8 +88,14 @@ func TestSAMLSingleLogout(t *testing.T) {
 		return s[len(s)-1]
 	}
 	browser := a.samlBrowser()
+	// Signed in means the agent saw the user: a 200 alone may come from the route before its new
+	// saml module reached the plan, with nobody signed in.
+	signedIn := func(host, name string) bool {
+		p := visit(browser, "https://"+host+"/")
+		return p.Status == 200 && string(p.Body) == name+" saw alice"
+	}
 	eventually(t, 0, "both routes sign in", func() bool {
-		return visit(browser, "https://slo-a.example.com/").Status == 200 && visit(browser, "https://slo-b.example.com/").Status == 200
+		return signedIn("slo-a.example.com", "team-a") && signedIn("slo-b.example.com", "team-b")
 	})
 	if !admitted(browser, "slo-a.example.com", "team-a") || !admitted(browser, "slo-b.example.com", "team-b") {
 		t.Fatal("not signed in to both accounts' routes")

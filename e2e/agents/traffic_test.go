@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -145,7 +147,7 @@ func TestTLSPassthrough(t *testing.T) {
 	cert := selfSigned(t, "tls.edgeplane.app")
 	go func() {
 		for {
-			c, err := tun.Accept()
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
 			if err != nil {
 				return
 			}

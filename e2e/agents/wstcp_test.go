@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+
 	"github.com/coder/websocket"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -19,7 +21,7 @@ import (
 func rawEcho(t *testing.T, tun net.Listener) {
 	go func() {
 		for {
-			c, err := tun.Accept()
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
 			if err != nil {
 				return
 			}
