@@ -38,7 +38,7 @@ func TestTrafficPolicySignIn(t *testing.T) {
 	}
 	p := newSignInProvider(t, ca)
 	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret"})
-	wa := start(t, "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
+	wa := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
 	wb := wa.asAccount("tenant-b")
 	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "agent email=%s", r.Header.Get("ngrok-auth-user-email"))
