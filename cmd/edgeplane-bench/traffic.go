@@ -278,7 +278,11 @@ func (b *trafficRunner) run(ctx context.Context) error {
 		if len(b.cfg.only) == 0 || p.name == pathDirect || p.name == pathProxy || p.name == pathProxyTLS {
 			return false
 		}
-		return !slices.ContainsFunc(b.cfg.only, func(w string) bool { return strings.Contains(p.name, w) })
+		keep := slices.ContainsFunc(b.cfg.only, func(w string) bool { return strings.Contains(p.name, w) })
+		if !keep && p.name == pathFrp {
+			b.frpSkipped = "-paths leaves it out"
+		}
+		return !keep
 	})
 	for _, p := range b.paths {
 		p.req = request("GET", p.host, "/", "", nil)
@@ -368,21 +372,24 @@ func (b *trafficRunner) writeProfiles(ctx context.Context) error {
 	}
 	var edge *trafficPath
 	for _, p := range b.paths {
-		if p.name == pathEdge {
-			edge = p
+		if p.name == pathEdge || (edge == nil && len(p.middle) == 2 && p.name != pathFrp) {
+			edge = p // the HTTPS edge, or with -paths the first of edgeplane's paths measured
 		}
 	}
+	if edge == nil {
+		return errors.New("no path through edgeplane was measured")
+	}
 	conc := b.cfg.conc[len(b.cfg.conc)-1]
-	logf("profiling edgeplane and the agent (HTTPS edge, c=%d)", conc)
+	logf("profiling edgeplane and the agent (%s, c=%d)", edge.name, conc)
 	if err := b.profile(ctx, "", 10, func() error {
 		_, err := measureRound(ctx, edge, conc, 500*time.Millisecond, 11*time.Second)
 		return err
 	}); err != nil {
 		return err
 	}
-	note := fmt.Sprintf("CPU profiles of edgeplane and the agent (10 s under requests through the HTTPS edge at c=%d", conc)
+	note := fmt.Sprintf("CPU profiles of edgeplane and the agent (10 s under requests through %s at c=%d", edge.name, conc)
 	if b.cfg.bulk > 0 {
-		logf("profiling edgeplane and the agent (bulk download through the HTTPS edge)")
+		logf("profiling edgeplane and the agent (bulk download through %s)", edge.name)
 		if err := b.profile(ctx, "-bulk", 5, func() error {
 			return bulkTransfer(ctx, edge, false, b.cfg.bulk, nil).err
 		}); err != nil {
