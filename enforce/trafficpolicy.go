@@ -73,6 +73,9 @@ type PolicyOptions struct {
 	// Log receives the log action's records, bounded per account; without it a policy with a
 	// log action is refused when the stage is built.
 	Log *PolicyLog
+	// WAF is the engine of owasp-crs-request and owasp-crs-response, compiled once and shared
+	// by every stage given it; without it a stage with such an action compiles one of its own.
+	WAF *WAF
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

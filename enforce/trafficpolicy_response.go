@@ -94,6 +94,9 @@ type policyWriter struct {
 	// it is complete (finish). events rewrites an event stream's messages as they pass.
 	body   *bodyRewriter
 	events *eventRewriter
+	// waf holds the start of the body for owasp-crs-response until it is decided on (the
+	// status is written then).
+	waf *wafBody
 	// outcomes are told the final status once the request ends (settle).
 	outcomes []func(status int, finished bool)
 }
@@ -134,8 +137,8 @@ func (w *policyWriter) WriteHeader(code int) {
 	if len(w.tp.events) > 0 && isEventStream(w.Header()) {
 		w.events = &eventRewriter{w: w, vars: vars}
 	}
-	if w.body != nil {
-		return // written with the rewritten body, in finish
+	if w.waf != nil || w.body != nil {
+		return // written once the WAF decided (wafBody), or with the rewritten body (finish)
 	}
 	w.writeHead(code)
 }
@@ -170,6 +173,8 @@ func (w *policyWriter) Write(b []byte) (int, error) {
 	switch {
 	case w.discard:
 		return len(b), nil
+	case w.waf != nil:
+		return w.waf.Write(b)
 	case w.body != nil:
 		return w.body.Write(b)
 	case w.events != nil:
@@ -192,6 +197,9 @@ func (w *policyWriter) FlushError() error {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.waf != nil && !w.waf.release() {
+		return http.NewResponseController(w.ResponseWriter).Flush() // the refusal
+	}
 	switch {
 	case w.body != nil:
 		return nil
@@ -209,6 +217,9 @@ func (w *policyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // finish writes a buffered body, rewritten, and ends the compressed body (its trailer).
 func (w *policyWriter) finish() {
+	if w.waf != nil {
+		w.waf.release()
+	}
 	if w.body != nil {
 		w.body.finish()
 	}

@@ -68,6 +68,9 @@ type Env struct {
 	// PolicyLog receives the records of traffic policies' log actions; nil refuses a policy
 	// with a log action (its route or edge fails closed).
 	PolicyLog *enforce.PolicyLog
+	// WAF is the engine of traffic policies' owasp-crs actions, compiled once for every plan;
+	// nil makes each stage with such an action compile its own.
+	WAF *enforce.WAF
 }
 
 // BackendKind says what a backend does with a connection.
