@@ -98,7 +98,7 @@ func init() {
 					tx.AddResponseHeader(name, v)
 				}
 			}
-			check.it = tx.ProcessResponseHeaders(w.status, w.req.Proto)
+			check.it = tx.ProcessResponseHeaders(int(w.status), w.req.Proto)
 			if check.it == nil && check.err == nil && c.ProcessBody && tx.IsResponseBodyProcessable() {
 				if enc := encoded(w.Header()); enc != "" {
 					check.err = fmt.Errorf("the response body is encoded (%s)", enc)

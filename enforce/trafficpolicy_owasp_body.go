@@ -94,7 +94,7 @@ func (b *wafBody) release() bool {
 		}
 	}
 	if w.body == nil {
-		w.writeHead(w.status)
+		w.writeHead(int(w.status))
 	}
 	if len(b.buf) > 0 {
 		if _, err := w.Write(b.buf); err != nil {

@@ -85,7 +85,9 @@ type policyWriter struct {
 	req     *http.Request
 	done    bool
 	discard bool
-	status  int
+	// status is an int32 so that it packs with the flags above: the writer, allocated for
+	// every request of a policy with a response phase, stays in its 128-byte size class.
+	status int32
 	// codings is what compress-response allows (nil: no compression); cw compresses once the
 	// final status is written.
 	codings []string
@@ -108,7 +110,7 @@ func (w *policyWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
-	w.done, w.status = true, code
+	w.done, w.status = true, int32(code)
 	vars := w.vars
 	if len(w.tp.response) > 0 || len(w.tp.events) > 0 {
 		vars = trafficpolicy.ResponseVars(w.vars, code, w.Header())
@@ -235,7 +237,7 @@ func (w *policyWriter) finish() {
 // (200 when the handler wrote none), or finished false for a handler that panicked (an aborted
 // proxy).
 func (w *policyWriter) settle(finished bool) {
-	status := w.status
+	status := int(w.status)
 	if status == 0 {
 		status = http.StatusOK
 	}
