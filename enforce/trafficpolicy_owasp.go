@@ -89,10 +89,10 @@ func init() {
 		return func(w *policyWriter, vars map[string]any) (bool, error) {
 			tx := wafTx(engine, exclude)
 			check := &wafCheck{tx: tx, cfg: c, vars: vars, results: results}
+			// The rule set is set up in the request headers' phase; the request body's phase,
+			// where the request rules do most of their work, is the request action's and is
+			// skipped here.
 			wafRequestHeaders(tx, w.req)
-			if _, err := tx.ProcessRequestBody(); err != nil { // the request phases set the rule set up
-				check.err = err
-			}
 			for name, vs := range w.Header() {
 				for _, v := range vs {
 					tx.AddResponseHeader(name, v)

@@ -21,10 +21,10 @@ const MaxWAFBody = 4 << 10
 // WAFCode is ngrok's code for a request or response blocked by the web application firewall.
 const WAFCode = 3700
 
-// The rules every transaction of a direction leaves out: a response is judged by its own
+// The rules every transaction of a response leaves out: a response is judged by its own
 // (outbound) score only, so the request rules that a response's transaction also runs (the
-// Core Rule Set's initialization is in the request phases) must not block it on the request's
-// (inbound) score; the request's own action did that, or was not asked to.
+// Core Rule Set's initialization is in the request headers' phase) must not block it on the
+// request's (inbound) score; the request's own action did that, or was not asked to.
 var inboundBlocking = []int{949110, 949111}
 
 // wafDirectives configure Coraza with the OWASP Core Rule Set as ngrok describes its actions:
