@@ -103,6 +103,9 @@ func init() {
 				if enc := encoded(w.Header()); enc != "" {
 					check.err = fmt.Errorf("the response body is encoded (%s)", enc)
 				} else {
+					if results { // what the later rules of the phase see: the body comes after them
+						trafficpolicy.SetResult(vars, "owasp_crs_response", wafResult(tx, nil, "outbound"))
+					}
 					if w.waf == nil {
 						w.waf = &wafBody{w: w}
 					}

@@ -68,3 +68,17 @@ func TestPolicyOWASPBodyErrors(t *testing.T) {
 		t.Errorf("an encoded response, on_error continue: %d %q", w.Code, w.Body)
 	}
 }
+
+// TestPolicyOWASPResponseResults: a later rule of on_http_response reads owasp-crs-response's
+// result: with process_body it is the decision on the status and headers (the body is decided
+// after the phase's rules), and on_error continue lets the leaking body through.
+func TestPolicyOWASPResponseResults(t *testing.T) {
+	o := PolicyOptions{WAF: testWAF}
+	h := stageWith(t, `{"on_http_response":[
+	  {"actions":[{"type":"owasp-crs-response","config":{"process_body":true,"on_error":"continue"}}]},
+	  {"actions":[{"type":"add-headers","config":{"headers":{"x-waf":"${actions.ngrok.owasp_crs_response.decision}"}}}]}]}`, o, leakyUpstream)
+	w := wafDo(h, "GET", "/leak", "")
+	if w.Code != 200 || w.Header().Get("X-Waf") != "allow" || !strings.Contains(w.Body.String(), "SQL syntax") {
+		t.Errorf("on_error continue: %d %q %q", w.Code, w.Header().Get("X-Waf"), w.Body)
+	}
+}
