@@ -20,6 +20,8 @@ bench:
 # https and http endpoints, TCP edge and an HTTPS edge with three modules through an ngrok-go agent,
 # new TCP connections per second, plus bulk transfers. Prints the table and writes it to
 # bench/traffic.md. Takes about five minutes; BENCH_TRAFFIC_FLAGS adds flags (e.g. -bulk 256MiB).
+# frp 0.70.1 is measured beside them when bench/frp/bin holds its frps and frpc (git-ignored,
+# never built here; docs/performance.md), and skipped with a note otherwise.
 bench-traffic:
 	go run ./cmd/edgeplane-bench traffic -out bench/traffic.md $(BENCH_TRAFFIC_FLAGS)
 

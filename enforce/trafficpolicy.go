@@ -85,6 +85,9 @@ type PolicyOptions struct {
 	// (trafficpolicy.TerminateTLS) to its handshakes; the action itself then does nothing
 	// more. Without it a policy with terminate-tls is refused when the stage is built.
 	TerminateTLS bool
+	// WAF is the engine of owasp-crs-request and owasp-crs-response, compiled once and shared
+	// by every stage given it; without it a stage with such an action compiles one of its own.
+	WAF *WAF
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

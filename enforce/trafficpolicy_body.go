@@ -233,6 +233,6 @@ func (b *bodyRewriter) finish() {
 	}
 	w.Header().Del("Transfer-Encoding")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-	w.writeHead(w.status)
+	w.writeHead(int(w.status))
 	_, _ = w.out(out)
 }

@@ -85,7 +85,9 @@ type policyWriter struct {
 	req     *http.Request
 	done    bool
 	discard bool
-	status  int
+	// status is an int32 so that it packs with the flags above: the writer, allocated for
+	// every request of a policy with a response phase, stays in its 128-byte size class.
+	status int32
 	// codings is what compress-response allows (nil: no compression); cw compresses once the
 	// final status is written.
 	codings []string
@@ -94,6 +96,9 @@ type policyWriter struct {
 	// it is complete (finish). events rewrites an event stream's messages as they pass.
 	body   *bodyRewriter
 	events *eventRewriter
+	// waf holds the start of the body for owasp-crs-response until it is decided on (the
+	// status is written then).
+	waf *wafBody
 	// outcomes are told the final status once the request ends (settle).
 	outcomes []func(status int, finished bool)
 }
@@ -105,7 +110,7 @@ func (w *policyWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
-	w.done, w.status = true, code
+	w.done, w.status = true, int32(code)
 	vars := w.vars
 	if len(w.tp.response) > 0 || len(w.tp.events) > 0 {
 		vars = trafficpolicy.ResponseVars(w.vars, code, w.Header())
@@ -134,8 +139,8 @@ func (w *policyWriter) WriteHeader(code int) {
 	if len(w.tp.events) > 0 && isEventStream(w.Header()) {
 		w.events = &eventRewriter{w: w, vars: vars}
 	}
-	if w.body != nil {
-		return // written with the rewritten body, in finish
+	if w.waf != nil || w.body != nil {
+		return // written once the WAF decided (wafBody), or with the rewritten body (finish)
 	}
 	w.writeHead(code)
 }
@@ -170,6 +175,8 @@ func (w *policyWriter) Write(b []byte) (int, error) {
 	switch {
 	case w.discard:
 		return len(b), nil
+	case w.waf != nil:
+		return w.waf.Write(b)
 	case w.body != nil:
 		return w.body.Write(b)
 	case w.events != nil:
@@ -192,6 +199,9 @@ func (w *policyWriter) FlushError() error {
 	if !w.done {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.waf != nil && !w.waf.release() {
+		return http.NewResponseController(w.ResponseWriter).Flush() // the refusal
+	}
 	switch {
 	case w.body != nil:
 		return nil
@@ -209,6 +219,9 @@ func (w *policyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // finish writes a buffered body, rewritten, and ends the compressed body (its trailer).
 func (w *policyWriter) finish() {
+	if w.waf != nil {
+		w.waf.release()
+	}
 	if w.body != nil {
 		w.body.finish()
 	}
@@ -224,7 +237,7 @@ func (w *policyWriter) finish() {
 // (200 when the handler wrote none), or finished false for a handler that panicked (an aborted
 // proxy).
 func (w *policyWriter) settle(finished bool) {
-	status := w.status
+	status := int(w.status)
 	if status == 0 {
 		status = http.StatusOK
 	}

@@ -168,7 +168,7 @@ func TestPolicyRestrictIPs(t *testing.T) {
 // an expression that fails to evaluate answers 503.
 func TestPolicyFailsClosed(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`:                                 "owasp-crs-request action is not applied",
+		`{"on_http_request":[{"actions":[{"type":"saml"}]}]}`:                                              "saml action is not applied",
 		`{"on_http_request":[{"actions":[{"type":"redirect","config":{"from":"${req.host}","to":"/"}}]}]}`: "CEL interpolation",
 		`{"on_http_request":[{"actions":[{"type":"restrict-ips","config":{"ip_policies":["ipp_1"]}}]}]}`:   "ip_policies",
 	} {

@@ -197,7 +197,8 @@ func (l *Link) connect(p *peer, addr string) (*outLink, error) {
 		raw.Close()
 		return nil, errors.New("the link is closed")
 	}
-	tc := tls.Client(raw, l.id.ClientConfig(p.id))
+	bc := newBatchConn(raw)
+	tc := tls.Client(bc, l.id.ClientConfig(p.id))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		l.untrack(raw)
@@ -205,7 +206,7 @@ func (l *Link) connect(p *peer, addr string) (*outLink, error) {
 	}
 	ws, dog := newWindows(), newWatchdog(l.t.heartbeat)
 	sess := muxado.Client(rawCloser{tc, raw}, &muxado.Config{MaxWindowSize: l.window, AcceptBacklog: 1,
-		NewFramer: newGuardFramer(l.window, false, ws, dog)})
+		NewFramer: newGuardFramer(l.window, false, ws, dog, bc)})
 	return &outLink{p: p, raw: raw, sess: sess, ws: ws, dog: dog, done: make(chan struct{})}, nil
 }
 

@@ -55,6 +55,7 @@ type guardFramer struct {
 	mayOpen      bool          // whether the peer may open streams
 	windows      *windows      // the streams' send windows, which the framer credits
 	dog          *watchdog     // told of every frame read
+	batch        *batchConn    // under the TLS connection: gathers each frame's records
 	tripped      atomic.Pointer[guardError]
 	// ending is set once a GOAWAY was written or a write failed; only muxado's writer
 	// goroutine, the only caller of WriteFrame, reads or sets it.
@@ -62,14 +63,14 @@ type guardFramer struct {
 }
 
 // newGuardFramer returns the NewFramer of a link's session: mayOpen for the listening side,
-// whose peer opens the streams, window the streams' window, ws their send windows, and dog the
-// link's watchdog.
-func newGuardFramer(window uint32, mayOpen bool, ws *windows, dog *watchdog) func(io.Reader, io.Writer) frame.Framer {
+// whose peer opens the streams, window the streams' window, ws their send windows, dog the
+// link's watchdog, and bc the connection under the link's TLS.
+func newGuardFramer(window uint32, mayOpen bool, ws *windows, dog *watchdog, bc *batchConn) func(io.Reader, io.Writer) frame.Framer {
 	return func(rd io.Reader, wr io.Writer) frame.Framer {
 		// A TLS record's payload (16 KiB) and a frame header: a frame that fits is written at
 		// once; a larger one is written as one record and then straight from muxado's buffer.
 		w := bufio.NewWriterSize(wr, 16<<10+8)
-		return &guardFramer{Framer: frame.NewFramer(rd, w), w: w, window: window, mayOpen: mayOpen, windows: ws, dog: dog}
+		return &guardFramer{Framer: frame.NewFramer(rd, w), w: w, window: window, mayOpen: mayOpen, windows: ws, dog: dog, batch: bc}
 	}
 }
 
@@ -156,12 +157,17 @@ func (f *guardFramer) WriteFrame(fr frame.Frame) error {
 	return nil
 }
 
-// write renders fr into the buffer and writes it out.
+// write renders fr into the buffer and writes it out, its TLS records in one system call.
 func (f *guardFramer) write(fr frame.Frame) error {
-	if err := f.Framer.WriteFrame(fr); err != nil {
-		return err
+	f.batch.arm()
+	err := f.Framer.WriteFrame(fr)
+	if err == nil {
+		err = f.w.Flush()
 	}
-	return f.w.Flush()
+	if ferr := f.batch.flush(); err == nil {
+		err = ferr
+	}
+	return err
 }
 
 // watchdog ends a link when nothing at all has been read from its peer for its timeout. Any

@@ -80,7 +80,8 @@ func (l *Link) serveConn(c net.Conn) {
 	}
 	defer l.leave(c)
 	defer c.Close()
-	tc := tls.Server(c, l.serverTLS)
+	bc := newBatchConn(c)
+	tc := tls.Server(bc, l.serverTLS)
 	ctx, cancel := context.WithTimeout(l.ctx, l.t.handshake)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -97,7 +98,7 @@ func (l *Link) serveConn(c net.Conn) {
 	netx.Trust(c) // a replica: off its address's count of connections before their handshake
 	ws, dog := newWindows(), newWatchdog(l.t.heartbeat)
 	sess := muxado.Server(rawCloser{tc, c}, &muxado.Config{MaxWindowSize: l.window,
-		AcceptBacklog: uint32(l.maxStreams), NewFramer: newGuardFramer(l.window, true, ws, dog)})
+		AcceptBacklog: uint32(l.maxStreams), NewFramer: newGuardFramer(l.window, true, ws, dog, bc)})
 	sctx, cancelSess := context.WithCancel(l.ctx)
 	defer cancelSess()
 	l.mu.Lock()

@@ -71,6 +71,9 @@ type Env struct {
 	// Internal serves traffic policies' forward-internal actions on their account's internal
 	// endpoints; nil refuses a policy with one (its route fails closed).
 	Internal enforce.InternalEndpoints
+	// WAF is the engine of traffic policies' owasp-crs actions, compiled once for every plan;
+	// nil makes each stage with such an action compile its own.
+	WAF *enforce.WAF
 }
 
 // BackendKind says what a backend does with a connection.

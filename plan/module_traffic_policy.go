@@ -18,8 +18,8 @@ import (
 
 // The traffic_policy module of a route becomes an enforce.TrafficPolicy stage: the document is
 // parsed and its expressions compiled in the plan build, never per request. A document the API
-// would now refuse, or one using what edgeplane does not apply yet (an action such as
-// owasp-crs-request), fails the route closed naming it. The stage gets the data plane's
+// would now refuse, or one using what edgeplane does not apply (an action such as saml, which
+// ngrok marks coming soon), fails the route closed naming it. The stage gets the data plane's
 // outbound client (jwt-validation's key sets, verify-webhook's SNS certificates), and its
 // rate-limit actions keep their counts across rebuilds in the planner's live state (Live),
 // keyed by the route, the action's place in the document and its configuration.
@@ -31,6 +31,9 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 	if s.Env != nil && s.Env.Outbound != nil {
 		opts.Outbound, k.outbound = s.Env.Outbound, true
 		opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}
+	}
+	if s.Env != nil {
+		opts.WAF = s.Env.WAF
 	}
 	use := policyUse{sum: k.sum}
 	// A document that may hold state of its route's own (rate limits, a circuit breaker),
@@ -288,6 +291,7 @@ func connTrafficPolicy(raw json.RawMessage, env BindEnv) (*enforce.ConnPolicy, e
 func (e BindEnv) options() enforce.PolicyOptions {
 	o := enforce.PolicyOptions{Endpoint: e.Endpoint, Log: e.Log, Outbound: e.outbound(), TerminateTLS: e.TerminateTLS}
 	if e.Env != nil {
+		o.WAF = e.Env.WAF
 		o.Internal = e.Env.Internal
 		o.SignIn = &enforce.SignInOptions{SessionKey: e.Env.SessionKey, OAuthApps: e.Env.OAuthApps, OAuthEndpoints: e.Env.OAuthEndpoints}
 	}

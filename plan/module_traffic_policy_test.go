@@ -28,8 +28,8 @@ func TestTrafficPolicyStage(t *testing.T) {
 	if one.Chain.HTTP[0] != two.Chain.HTTP[0] {
 		t.Error("the same document was compiled twice")
 	}
-	limited := b.route(&ep.HTTPSEdge{}, route(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`))
-	if !strings.HasPrefix(limited.Unenforced, "traffic_policy (") || !strings.Contains(limited.Unenforced, "owasp-crs-request") {
+	limited := b.route(&ep.HTTPSEdge{}, route(`{"on_http_request":[{"actions":[{"type":"saml"}]}]}`))
+	if !strings.HasPrefix(limited.Unenforced, "traffic_policy (") || !strings.Contains(limited.Unenforced, "saml") {
 		t.Errorf("an unapplied action: %q", limited.Unenforced)
 	}
 	// On TLS and TCP edges, on_tcp_connect is applied by the edge's connection policy; an HTTP

@@ -4,6 +4,7 @@ import (
 	"github.com/edgeplane/edgeplane/internal/benchcpu"
 
 	"context"
+	"sync/atomic"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -103,15 +104,28 @@ func BenchmarkAuthenticateGet(b *testing.B) {
 }
 
 // BenchmarkCreate creates IP policy rules from 16 goroutines per CPU: the write path with group
-// commit on SQLite.
+// commit on SQLite. The rules go to 256 policies in turn (more if needed to keep each under half
+// of ep.MaxRulesPerIPPolicy): one policy would reach its limit, and the count each create makes
+// of its policy's rules would be most of what is measured.
 func BenchmarkCreate(b *testing.B) {
 	s, admin, _, _, policy, _ := benchStore(b)
 	ctx := context.Background()
+	policies := []string{policy}
+	for len(policies) < max(256, b.N/(ep.MaxRulesPerIPPolicy/2)+1) {
+		pol, err := s.Create(ctx, admin, ep.IPPolicies, "", &ep.IPPolicyCreate{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		policies = append(policies, pol.Base().ID)
+	}
+	var next atomic.Int64
 	b.ReportAllocs()
+	b.ResetTimer()
 	benchcpu.PerOp(b)
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
+			policy := policies[int(next.Add(1)-1)%len(policies)]
 			if _, err := s.Create(ctx, admin, ep.IPPolicyRules, "", ruleBody(policy)); err != nil {
 				b.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sync/atomic"
 )
 
@@ -41,24 +40,10 @@ const (
 // frames is the header's mxFrame: the number of valid frames (pages) in the WAL.
 func (v walVersion) frames() uint32 { return binary.NativeEndian.Uint32(v[16:20]) }
 
-// readWALHeader reads the wal-index header from the -shm file; ok is false while it is being
-// written (the two copies differ) or when it cannot be read.
-func readWALHeader(shm *os.File) (v walVersion, ok bool) {
-	var buf [2 * walHeaderSize]byte
-	if n, err := shm.ReadAt(buf[:], 0); n != len(buf) || err != nil {
-		return v, false
-	}
-	// Byte 12 is isInit; the copies differ while a writer is between its two writes.
-	if buf[12] != 1 || [walHeaderSize]byte(buf[:walHeaderSize]) != [walHeaderSize]byte(buf[walHeaderSize:]) {
-		return v, false
-	}
-	return walVersion(buf[:walHeaderSize]), true
-}
-
 // checkpointer runs the checkpoints of a SQLite store.
 type checkpointer struct {
 	db   *sql.DB
-	shm  *os.File
+	shm  *walIndex
 	wake chan struct{} // one pending nudge is enough
 	quit chan struct{}
 	done chan struct{}
@@ -69,9 +54,9 @@ type checkpointer struct {
 }
 
 // openWALIndex opens a connection of its own to the SQLite database at path (dsn), kept open
-// for the store's life, and a descriptor of the database's wal-index (the -shm file), for
-// readWALHeader. A read through the connection first opens the WAL and the wal-index.
-func openWALIndex(ctx context.Context, path, dsn string) (*sql.DB, *os.File, error) {
+// for the store's life, and the database's wal-index (the -shm file) for reading its header. A
+// read through the connection first opens the WAL and the wal-index.
+func openWALIndex(ctx context.Context, path, dsn string) (*sql.DB, *walIndex, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, nil, err
@@ -85,7 +70,7 @@ func openWALIndex(ctx context.Context, path, dsn string) (*sql.DB, *os.File, err
 		db.Close()
 		return nil, nil, err
 	}
-	shm, err := os.Open(path + "-shm")
+	shm, err := openWALIndexFile(path)
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -123,7 +108,7 @@ func (k *checkpointer) loop() {
 		case <-k.quit:
 			return
 		}
-		h, ok := readWALHeader(k.shm)
+		h, ok := k.shm.header()
 		if !ok {
 			continue // a commit is writing the header; it nudges again
 		}

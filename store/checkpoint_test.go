@@ -31,7 +31,7 @@ func writePages(t *testing.T, s *Store, n, rows int, each func(frames uint32)) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		h, ok := readWALHeader(s.ckpt.shm)
+		h, ok := s.ckpt.shm.header()
 		if !ok {
 			t.Fatal("no wal-index header")
 		}

@@ -22,6 +22,8 @@ type queries struct {
 	principalGet, principalPut, principalDel, auth, authGet          string
 	accountByName, accountIns, accountsAny, principalIns, accountGet string
 	secretIns, secretGet                                             string
+	// children and parentLocked serve CountChildren (limits.go).
+	children, parentLocked string
 }
 
 func prepare(d dialect) queries {
@@ -63,6 +65,8 @@ func prepare(d dialect) queries {
 		accountGet:   `SELECT id FROM accounts WHERE id = ?`,
 		secretIns:    secretIns,
 		secretGet:    secretGet,
+		children:     `SELECT count(*) FROM objects WHERE parent_id = ? AND account_id = ? AND kind = ?`,
+		parentLocked: `SELECT id FROM objects WHERE id = ? AND account_id = ?` + d.forUpdate(),
 	}
 	// Inside write transactions: a delete locks its row, and writing a reference share-locks the
 	// target, so on PostgreSQL a delete and a new reference to the same object cannot both
@@ -73,7 +77,7 @@ func prepare(d dialect) queries {
 	for _, p := range []*string{&q.get, &q.getLocked, &q.refTarget, &q.getParent, &q.list, &q.listChild, &q.insert, &q.update, &q.del,
 		&q.restricted, &q.cascade, &q.refsDel, &q.refsIns, &q.claimGet, &q.claimIns, &q.claimsDel, &q.tokenIns,
 		&q.principalGet, &q.principalPut, &q.principalDel, &q.auth, &q.authGet, &q.accountByName, &q.accountIns,
-		&q.accountsAny, &q.principalIns, &q.accountGet, &q.secretIns, &q.secretGet} {
+		&q.accountsAny, &q.principalIns, &q.accountGet, &q.secretIns, &q.secretGet, &q.children, &q.parentLocked} {
 		*p = d.rebind(*p)
 	}
 	return q
@@ -89,7 +93,7 @@ func (q *queries) writes() []string {
 	return []string{q.get, q.getLocked, q.refTarget, q.getParent, q.insert, q.update, q.del,
 		q.restricted, q.cascade, q.refsDel, q.refsIns, q.claimGet, q.claimIns, q.claimsDel, q.tokenIns,
 		q.principalGet, q.principalPut, q.principalDel, q.accountByName, q.accountIns, q.principalIns,
-		q.accountGet, q.secretIns, q.secretGet}
+		q.accountGet, q.secretIns, q.secretGet, q.children}
 }
 
 // row is one stored object as read before decoding.

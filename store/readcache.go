@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,11 +30,12 @@ import (
 // for the new header. An entry is filled only if the header was the same before and after the
 // query that read it, so it is never attributed to a state it was not read in.
 //
-// The header is read with pread on a descriptor of the -shm file, not through a mapping, so a
-// shorter file can never fault; SQLite writes the header twice and a reader that finds the two
-// copies different (a write in progress) does not use the cache for that request. A dedicated
-// connection stays open for the store's life, so the -shm file this process reads is the one
-// every other connection uses (SQLite deletes it only when the last connection closes).
+// The header is read through a mapping of the -shm file's first page (walindex.go: a fault,
+// should another program truncate the file, is a failed read, not a crash); SQLite writes the
+// header twice and a reader that finds the two copies different (a write in progress) does not
+// use the cache for that request. A dedicated connection stays open for the store's life, so the
+// -shm file this process reads is the one every other connection uses (SQLite deletes it only
+// when the last connection closes).
 //
 // Only SQLite has such a header; on PostgreSQL there is no cache and every request reads the
 // database.
@@ -137,7 +137,7 @@ type ReadCacheStats struct {
 }
 
 type readCache struct {
-	shm      *os.File
+	shm      *walIndex
 	sentinel *sql.DB
 
 	hits, misses atomic.Uint64
@@ -184,7 +184,7 @@ func (c *readCache) version() (v walVersion, ok bool) {
 	if c == nil {
 		return v, false
 	}
-	return readWALHeader(c.shm)
+	return c.shm.header()
 }
 
 // at reports whether entries of the cache hold at version v: the cache's own version, or the

@@ -85,8 +85,8 @@ func TestParseRefuses(t *testing.T) {
 		}
 	}
 	// An action ngrok defines that edgeplane does not apply is accepted, config unchecked.
-	if _, err := Parse(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request","config":{"anything":10}}]}]}`); err != nil {
-		t.Errorf("owasp-crs-request: %v", err)
+	if _, err := Parse(`{"on_http_request":[{"actions":[{"type":"saml","config":{"anything":10}}]}]}`); err != nil {
+		t.Errorf("saml: %v", err)
 	}
 }
 

@@ -101,6 +101,9 @@ type streamGuard struct {
 	owed uint32
 	// onPing is called for each ping the framer answers itself (the session's watchdog).
 	onPing func()
+	// credits is the window credit held back on streams edgeplane opened (credit.go), under
+	// mu; nil until the first is held.
+	credits map[frame.StreamId]uint32
 }
 
 // creditBatch is how much window credit the heartbeat stream's reads gather before it is sent.
@@ -214,6 +217,9 @@ func (g *streamGuard) read(f frame.Frame) error {
 			return g.fail(muxado.FlowControlError, "a DATA frame of %d bytes on stream %d is larger than the %d-byte stream window", n, id, agentWindow)
 		}
 		if id&1 == 0 {
+			if f.Flags().IsSet(frame.FlagDataFin) {
+				g.dropCredit(id)
+			}
 			return nil // edgeplane's own stream: muxado holds it to the window
 		}
 		return g.agentData(id, f.Flags(), n)
@@ -222,6 +228,8 @@ func (g *streamGuard) read(f frame.Frame) error {
 			g.mu.Lock()
 			g.forget(id)
 			g.mu.Unlock()
+		} else {
+			g.dropCredit(id)
 		}
 	case frame.TypeWndInc, frame.TypeGoAway:
 	default:
@@ -271,13 +279,23 @@ func (g *streamGuard) forget(id frame.StreamId) {
 }
 
 // wrote accounts for a frame muxado is about to write to the agent. It returns the frame to write
-// in place of f: nil for window credit of the heartbeat stream held back (batchCredit), and a
-// GOAWAY with an error when the frame shows muxado about to keep a stream it refused.
+// in place of f: nil for window credit held back (the heartbeat stream's, batchCredit, and that
+// of the streams edgeplane opened, holdCredit), and a GOAWAY with an error when the frame shows
+// muxado about to keep a stream it refused.
 func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 	id := f.StreamId()
 	if id&1 == 0 {
-		if ga, ok := f.(*frame.GoAway); ok {
-			return g.goAway(ga), nil
+		switch fr := f.(type) {
+		case *frame.GoAway:
+			return g.goAway(fr), nil
+		case *frame.WndInc:
+			return g.holdCredit(fr), nil
+		case *frame.Rst:
+			g.dropCredit(id)
+		case *frame.Data:
+			if fr.Fin() {
+				g.dropCredit(id)
+			}
 		}
 		return f, nil // edgeplane's own streams
 	}

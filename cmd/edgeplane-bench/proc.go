@@ -42,15 +42,27 @@ func freeAddr() (string, error) {
 // startChild runs path with args (where "{addr}" is replaced by the listen address), logging to
 // logPath, and waits until GET /healthz answers 200.
 func startChild(name, path string, args []string, env []string, logPath string) (*child, error) {
+	return startChildFunc(name, path, func(addr string) ([]string, error) {
+		a := make([]string, len(args))
+		for i, s := range args {
+			a[i] = strings.ReplaceAll(s, "{addr}", addr)
+		}
+		return a, nil
+	}, env, logPath)
+}
+
+// startChildFunc is startChild for a program whose arguments (or the files they name) are made
+// from the listen address by argsFor, called again with a new address on each attempt.
+func startChildFunc(name, path string, argsFor func(addr string) ([]string, error), env []string, logPath string) (*child, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		a := make([]string, len(args))
-		for i, s := range args {
-			a[i] = strings.ReplaceAll(s, "{addr}", addr)
+		a, err := argsFor(addr)
+		if err != nil {
+			return nil, err
 		}
 		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {

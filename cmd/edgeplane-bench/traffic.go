@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +24,7 @@ import (
 // front of it (the one-hop reference, on a plain and a TLS listener), and `edgeplane serve` with
 // its data plane and an ngrok-go agent forwarding to the same upstream, and measures requests
 // through each path, alternating the paths over several rounds. See trafficUsage.
-const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-extra=true] [-inspector=true] [-out bench/traffic.md]`
+const trafficUsage = `go run ./cmd/edgeplane-bench traffic [-duration 2s] [-rounds 5] [-bulk 1GiB] [-extra=true] [-inspector=true] [-frp bench/frp/bin] [-out bench/traffic.md]`
 
 // Names of the paths, as the table shows them.
 const (
@@ -45,9 +46,11 @@ type trafficConfig struct {
 	binary         string
 	keep           bool
 	profile        string
-	extra          bool // the http endpoint, TCP edge and modules rows, and new connections per second
-	inspector      bool // the traffic inspector's cost: the HTTPS edge of an edgeplane recording nothing
-	pairs          int  // back-to-back pairs per concurrency of the modules' and the inspector's costs
+	extra          bool     // the http endpoint, TCP edge and modules rows, and new connections per second
+	inspector      bool     // the traffic inspector's cost: the HTTPS edge of an edgeplane recording nothing
+	pairs          int      // back-to-back pairs per concurrency of the modules' and the inspector's costs
+	frp            string   // directory of frps and frpc (traffic_frp.go)
+	only           []string // with -paths: the paths measured besides the references
 }
 
 // trafficRunner holds one run of the traffic benchmark.
@@ -68,6 +71,10 @@ type trafficRunner struct {
 	// traffic_inspector.go); noInspector is the edgeplane recording nothing.
 	modulesCost, inspectorCost map[int][]float64
 	noInspector                *inspectorOff
+	// frpPairs are the paired 256 MiB downloads, the http endpoint's then frp's; frpSkipped
+	// says why frp's rows are missing.
+	frpPairs   [][2]transfer
+	frpSkipped string
 }
 
 type resultKey struct {
@@ -95,9 +102,16 @@ func trafficBench(ctx context.Context, args []string) error {
 	fs.BoolVar(&cfg.extra, "extra", true, "also measure a plain http endpoint bind, a TCP edge (and new connections per second through it) and an HTTPS edge route with three modules")
 	fs.IntVar(&cfg.pairs, "pairs", backToBackPairs, "back-to-back pairs per concurrency measuring the modules' and the inspector's cost (more pairs give a steadier median on a busy machine)")
 	fs.BoolVar(&cfg.inspector, "inspector", true, "also measure the traffic inspector's cost: the HTTPS edge of a second edgeplane started with --inspect-entries 0, in back-to-back pairs with the first")
+	fs.StringVar(&cfg.frp, "frp", "bench/frp/bin", "directory holding frps and frpc of frp 0.70.1, the open tunnel server measured beside edgeplane's http endpoint (skipped with a note when absent)")
 	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
+	only := fs.String("paths", "", "comma-separated words: measure only the paths whose names contain one (the direct path and the one-hop references always run), e.g. \"http endpoint,frp\"")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for w := range strings.SplitSeq(*only, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			cfg.only = append(cfg.only, w)
+		}
 	}
 	conc, err := parseConcurrencies(*concs)
 	if err != nil {
@@ -243,6 +257,33 @@ func (b *trafficRunner) run(ctx context.Context) error {
 	if w.extra != nil {
 		b.paths = append(b.paths, b.extraPaths(w, up.addr, func(host string) *tls.Config { return tlsTo(w.ca, host) })...)
 	}
+	if w.extra == nil {
+		b.frpSkipped = "-extra=false leaves out the http endpoint it is compared with"
+	} else {
+		fw, err := b.startFrp(ctx, b.cfg.frp, up.addr)
+		switch {
+		case errors.Is(err, errFrpMissing):
+			b.frpSkipped = err.Error()
+		case err != nil:
+			return fmt.Errorf("frp: %w", err)
+		default:
+			defer fw.stop()
+			b.paths = append(b.paths, &trafficPath{name: pathFrp, addr: fw.vhost, host: frpHost, middle: []*child{fw.frps, fw.frpc}})
+		}
+	}
+	if b.frpSkipped != "" {
+		logf("frp skipped: %s", b.frpSkipped)
+	}
+	b.paths = slices.DeleteFunc(b.paths, func(p *trafficPath) bool {
+		if len(b.cfg.only) == 0 || p.name == pathDirect || p.name == pathProxy || p.name == pathProxyTLS {
+			return false
+		}
+		keep := slices.ContainsFunc(b.cfg.only, func(w string) bool { return strings.Contains(p.name, w) })
+		if !keep && p.name == pathFrp {
+			b.frpSkipped = "-paths leaves it out"
+		}
+		return !keep
+	})
 	for _, p := range b.paths {
 		p.req = request("GET", p.host, "/", "", nil)
 		if w.extra != nil && (p.name == pathEdge || p.name == pathModules) {
@@ -272,12 +313,12 @@ func (b *trafficRunner) run(ctx context.Context) error {
 			}
 		}
 	}
-	if b.cfg.inspector {
+	if b.cfg.inspector && len(b.cfg.only) == 0 {
 		if err := b.measureInspectorCost(ctx, "http://"+up.addr); err != nil {
 			return err
 		}
 	}
-	if w.extra != nil {
+	if w.extra != nil && len(b.cfg.only) == 0 { // the modules' cost and new connections: not with -paths
 		if err := b.measureModulesCost(ctx); err != nil {
 			return err
 		}
@@ -290,6 +331,7 @@ func (b *trafficRunner) run(ctx context.Context) error {
 	if b.cfg.bulk > 0 {
 		b.measureBulk(ctx)
 	}
+	b.frpBulk(ctx)
 	if b.cfg.profile != "" {
 		if err := b.writeProfiles(ctx); err != nil {
 			b.notes = append(b.notes, "profiles not written: "+err.Error())
@@ -308,7 +350,7 @@ func (b *trafficRunner) measureBulk(ctx context.Context) {
 			dir = "upload"
 		}
 		for _, p := range b.paths {
-			if p.name == pathProxy || p.name == pathHTTPEndpoint || p.name == pathTCPEdge || p.name == pathModules || ctx.Err() != nil {
+			if p.name == pathProxy || p.name == pathHTTPEndpoint || p.name == pathTCPEdge || p.name == pathModules || p.name == pathFrp || ctx.Err() != nil {
 				continue
 			}
 			var ep *child
@@ -330,21 +372,24 @@ func (b *trafficRunner) writeProfiles(ctx context.Context) error {
 	}
 	var edge *trafficPath
 	for _, p := range b.paths {
-		if p.name == pathEdge {
-			edge = p
+		if p.name == pathEdge || (edge == nil && len(p.middle) == 2 && p.name != pathFrp) {
+			edge = p // the HTTPS edge, or with -paths the first of edgeplane's paths measured
 		}
 	}
+	if edge == nil {
+		return errors.New("no path through edgeplane was measured")
+	}
 	conc := b.cfg.conc[len(b.cfg.conc)-1]
-	logf("profiling edgeplane and the agent (HTTPS edge, c=%d)", conc)
+	logf("profiling edgeplane and the agent (%s, c=%d)", edge.name, conc)
 	if err := b.profile(ctx, "", 10, func() error {
 		_, err := measureRound(ctx, edge, conc, 500*time.Millisecond, 11*time.Second)
 		return err
 	}); err != nil {
 		return err
 	}
-	note := fmt.Sprintf("CPU profiles of edgeplane and the agent (10 s under requests through the HTTPS edge at c=%d", conc)
+	note := fmt.Sprintf("CPU profiles of edgeplane and the agent (10 s under requests through %s at c=%d", edge.name, conc)
 	if b.cfg.bulk > 0 {
-		logf("profiling edgeplane and the agent (bulk download through the HTTPS edge)")
+		logf("profiling edgeplane and the agent (bulk download through %s)", edge.name)
 		if err := b.profile(ctx, "-bulk", 5, func() error {
 			return bulkTransfer(ctx, edge, false, b.cfg.bulk, nil).err
 		}); err != nil {

@@ -98,6 +98,9 @@ func cpuPerRequest(r round) time.Duration {
 // inspectorTargets is the inspector's target: recording costs at most 3% of the request rate
 // of the same HTTPS edge recording nothing.
 func (b *trafficRunner) inspectorTargets() []trafficTarget {
+	if b.noInspector == nil {
+		return nil // -inspector=false
+	}
 	var out []trafficTarget
 	for _, c := range b.cfg.conc {
 		cost, how, ok := pairsText(b.noInspector.together, c)

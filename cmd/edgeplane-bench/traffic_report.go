@@ -90,8 +90,8 @@ func (b *trafficRunner) report(took time.Duration) string {
 	fmt.Fprintf(&w, "`path_prefix /` route, `tunnel_group` backend) and to an `https` endpoint bind, both carried to one ngrok-go\n")
 	fmt.Fprintf(&w, "v1 agent (`ListenAndForward`, a new upstream connection per tunnel stream) in a process of its own.\n")
 	fmt.Fprintf(&w, "CPU/req is the CPU time (user + system) of the processes between client and upstream, per request.\n\n")
-	fmt.Fprintf(&w, "| path | c | req/s | p50 | p99 | CPU/req | req/s vs one-hop HTTPS / HTTP | p99 vs one-hop HTTPS / HTTP | errors |\n")
-	fmt.Fprintf(&w, "|---|--:|--:|--:|--:|---|--:|--:|--:|\n")
+	fmt.Fprintf(&w, "| path | c | req/s | p50 | p99 | CPU/req | req/s vs one-hop HTTPS / HTTP | p99 vs one-hop HTTPS / HTTP | req/s vs frp | errors |\n")
+	fmt.Fprintf(&w, "|---|--:|--:|--:|--:|---|--:|--:|--:|--:|\n")
 	for _, c := range b.cfg.conc {
 		for _, p := range b.paths {
 			st := b.stats(p, c)
@@ -101,10 +101,17 @@ func (b *trafficRunner) report(took time.Duration) string {
 				cpu = "proxy " + fmtDur(st.cpu[0])
 			case 2:
 				cpu = fmt.Sprintf("edgeplane %s + agent %s", fmtDur(st.cpu[0]), fmtDur(st.cpu[1]))
+				if p.name == pathFrp {
+					cpu = fmt.Sprintf("frps %s + frpc %s", fmtDur(st.cpu[0]), fmtDur(st.cpu[1]))
+				}
 			}
-			fmt.Fprintf(&w, "| %s | %d | %.0f | %s | %s | %s | %.0f%% / %.0f%% | %.2f× / %.2f× | %d |\n",
+			vsFrp := "—"
+			if b.frpSkipped == "" {
+				vsFrp = fmt.Sprintf("%.2f×", b.pairedRatio(p.name, pathFrp, c))
+			}
+			fmt.Fprintf(&w, "| %s | %d | %.0f | %s | %s | %s | %.0f%% / %.0f%% | %.2f× / %.2f× | %s | %d |\n",
 				p.name, c, st.rps, secs(st.p50), secs(st.p99), cpu,
-				100*st.rateVs[pathProxyTLS], 100*st.rateVs[pathProxy], st.p99Vs[pathProxyTLS], st.p99Vs[pathProxy], st.errors)
+				100*st.rateVs[pathProxyTLS], 100*st.rateVs[pathProxy], st.p99Vs[pathProxyTLS], st.p99Vs[pathProxy], vsFrp, st.errors)
 		}
 	}
 	fmt.Fprintln(&w)
@@ -126,9 +133,21 @@ func (b *trafficRunner) report(took time.Duration) string {
 		}
 		fmt.Fprintln(&w)
 	}
+	if len(b.frpPairs) > 0 {
+		fmt.Fprintf(&w, "## 256 MiB downloads, http endpoint against frp (%d back-to-back pairs)\n\n| pair | %s MB/s | %s MB/s | ratio |\n|--:|--:|--:|--:|\n", len(b.frpPairs), pathHTTPEndpoint, pathFrp)
+		for i, p := range b.frpPairs {
+			ratio := "—"
+			if p[0].err == nil && p[1].err == nil && p[1].mbps() > 0 {
+				ratio = fmt.Sprintf("%.2f×", p[0].mbps()/p[1].mbps())
+			}
+			fmt.Fprintf(&w, "| %d | %.0f | %.0f | %s |\n", i+1, p[0].mbps(), p[1].mbps(), ratio)
+		}
+		fmt.Fprintln(&w)
+	}
 	b.extraReport(&w)
 	fmt.Fprintf(&w, "## Targets measured here\n\n| target | reference | measured | met |\n|---|---|---|---|\n")
-	for _, t := range append(append(b.targets(), b.extraTargets()...), b.inspectorTargets()...) {
+	all := append(append(b.targets(), b.extraTargets()...), b.inspectorTargets()...)
+	for _, t := range append(append(all, b.httpEndpointTargets()...), b.frpTargets()...) {
 		met := "yes"
 		switch {
 		case t.na:
@@ -154,7 +173,7 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintf(&w, "1000 entries full), is measured against it in %d back-to-back pairs per concurrency, then in as many rounds driving\n", b.cfg.pairs)
 		fmt.Fprintf(&w, "both at once (each with its own clients), which see the machine's other work alike; the target is judged on those.\n\n")
 	}
-	writeNotes(&w, b.notes)
+	writeNotes(&w, append(b.notes, b.frpNote()))
 	return w.String()
 }
 

@@ -161,6 +161,9 @@ type dataPlane struct {
 	metrics       dataPlaneMetrics
 	// policyLog takes traffic policies' log records, routes' and agents' alike.
 	policyLog *enforce.PolicyLog
+	// waf is the owasp-crs actions' engine, routes' and agents' alike: compiled once, when the
+	// first policy using it is built.
+	waf *enforce.WAF
 	// publicIdle is the public HTTP and HTTPS listeners' keep-alive idle timeout.
 	publicIdle time.Duration
 	iso        isolation // what keeps accounts from starving one another (dataplane_limits.go)
@@ -354,6 +357,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Logger:               log,
 	})
 	d.policyLog = enforce.NewPolicyLog(log)
+	d.waf = enforce.NewWAF()
 	link, err := d.startPeer(ctx, ca, log)
 	if err != nil {
 		return err
@@ -366,6 +370,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
 	env.PolicyLog = d.policyLog
+	env.WAF = d.waf
 	d.gw = tunnel.New(tunnel.Config{
 		Env:       env,
 		PolicyLog: d.policyLog,

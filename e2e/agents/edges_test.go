@@ -466,8 +466,8 @@ func TestEdgeChangesUnderTraffic(t *testing.T) {
 		} else {
 			w.call("DELETE", base+"/ip_restriction", nil, nil)
 		}
-		// A policy with an action edgeplane does not apply (owasp-crs-request) fails the route closed.
-		if st := w.call("PUT", base+"/traffic_policy", map[string]any{"enabled": i%4 == 0, "value": `{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`}, nil); st != 200 {
+		// A policy with an action edgeplane does not apply (saml, which ngrok marks coming soon) fails the route closed.
+		if st := w.call("PUT", base+"/traffic_policy", map[string]any{"enabled": i%4 == 0, "value": `{"on_http_request":[{"actions":[{"type":"saml"}]}]}`}, nil); st != 200 {
 			t.Fatalf("put the fail-closed traffic policy: %d", st)
 		}
 		time.Sleep(30 * time.Millisecond)

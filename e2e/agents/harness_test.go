@@ -86,7 +86,7 @@ func (w *world) run() {
 	}
 	args := append([]string{"--db", w.db, "--listen", "127.0.0.1:0", "--agent-listen", agentAddr,
 		"--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0", "--log-level", "debug"}, w.extraArgs...)
-	w.proc = testproc.Serve(w.t, binPath, "", w.env, args...)
+	w.proc = w.serve(agentAddr != "127.0.0.1:0", args)
 	w.api = "http://" + w.proc.Addr
 	deadline := time.Now().Add(testproc.StartTimeout)
 	for {
@@ -98,6 +98,24 @@ func (w *world) run() {
 			w.t.Fatalf("no data plane listening line; stderr:\n%s", w.proc.Stderr)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// serve starts the server. On a restart (again, on the agent port of before) it tries again
+// for a few seconds while that port is in use: the agents reconnecting to a port nothing listens
+// on make connections from the ephemeral range, which includes it, and the kernel may give one
+// of them that very port as its source (a TCP self-connect), holding it until the connection
+// fails its handshake with itself.
+func (w *world) serve(again bool, args []string) *testproc.Process {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p, err := testproc.TryServe(w.t, binPath, "", w.env, args...)
+		if err == nil {
+			return p
+		}
+		if !again || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+			w.t.Fatal(err)
+		}
+		w.t.Logf("restart: the agent port is taken for now, trying again: %v", err)
 	}
 }
 

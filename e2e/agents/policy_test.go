@@ -130,14 +130,14 @@ on_http_response:
 
 	// An action ngrok defines that edgeplane does not apply: accepted, and the route fails closed
 	// naming it.
-	limited := `{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`
+	limited := `{"on_http_request":[{"actions":[{"type":"saml"}]}]}`
 	if st := w.call("PUT", policy, map[string]any{"value": limited}, nil); st != 200 {
-		t.Fatalf("put an owasp-crs-request policy: %d", st)
+		t.Fatalf("put a saml policy: %d", st)
 	}
 	eventually(t, 3*time.Second, "an unapplied action fails closed", func() bool {
 		resp, body, err := try(c, "GET", "https://policy.example.com/headers", nil)
 		return err == nil && resp.StatusCode == 503 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3210" &&
-			strings.Contains(string(body), "traffic_policy") && strings.Contains(string(body), "owasp-crs-request")
+			strings.Contains(string(body), "traffic_policy") && strings.Contains(string(body), "saml")
 	})
 }
 
@@ -249,8 +249,8 @@ func TestTrafficPolicyOnAgentBind(t *testing.T) {
 		t.Errorf("denied by the policy: %d", st)
 	}
 	_, err = sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain("tp2.edgeplane.app"),
-		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`)))
-	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "owasp-crs-request") {
+		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"saml"}]}]}`)))
+	if got := ngrokCode(err); got != "ERR_NGROK_301" || !strings.Contains(err.Error(), "saml") {
 		t.Errorf("a policy with an action not applied yet: %v", err)
 	}
 	// A tcp endpoint's policy acts in on_tcp_connect (TestTrafficPolicyOnAgentTCPAndTLSBinds); the

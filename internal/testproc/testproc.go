@@ -133,6 +133,18 @@ var listeningRE = regexp.MustCompile(`msg="edgeplane listening" addr=(\S+)|"msg"
 // waits until it logs its listening address, and kills it when the test ends.
 func Serve(t testing.TB, bin, dir string, env []string, args ...string) *Process {
 	t.Helper()
+	p, err := TryServe(t, bin, dir, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TryServe is Serve returning, rather than failing the test on, a server that exits or stays
+// silent before its listening line, for a caller that can try again (a restart on a fixed port
+// that another socket holds for a moment).
+func TryServe(t testing.TB, bin, dir string, env []string, args ...string) (*Process, error) {
+	t.Helper()
 	p := &Process{Stderr: NewOutput(), Done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	p.Cmd.Env = CleanEnv(env...)
@@ -167,17 +179,18 @@ func Serve(t testing.TB, bin, dir string, env []string, args ...string) *Process
 	for {
 		if m := listeningRE.FindStringSubmatch(p.Stderr.String()); m != nil {
 			p.Addr = m[1] + m[2]
-			return p
+			return p, nil
 		}
 		select {
 		case <-p.Stderr.Changed():
 		case <-p.Done:
 			if listeningRE.MatchString(p.Stderr.String()) {
-				t.Fatalf("edgeplane serve exited right after listening (%v); stderr:\n%s", p.err, p.Stderr)
+				return nil, fmt.Errorf("edgeplane serve exited right after listening (%v); stderr:\n%s", p.err, p.Stderr)
 			}
-			t.Fatalf("edgeplane serve exited before listening (%v); stderr:\n%s", p.err, p.Stderr)
+			return nil, fmt.Errorf("edgeplane serve exited before listening (%v); stderr:\n%s", p.err, p.Stderr)
 		case <-deadline.C:
-			t.Fatalf("edgeplane serve did not log its listening line within %v; stderr:\n%s", StartTimeout, p.Stderr)
+			_ = p.Cmd.Process.Kill()
+			return nil, fmt.Errorf("edgeplane serve did not log its listening line within %v; stderr:\n%s", StartTimeout, p.Stderr)
 		}
 	}
 }
