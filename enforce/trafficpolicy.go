@@ -115,6 +115,14 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 	}
 	tp := &TrafficPolicy{opts: o, results: p.Reads("actions")}
 	if len(p.OnTCPConnect) > 0 {
+		for _, r := range p.OnTCPConnect {
+			for _, a := range r.Actions {
+				if a.Type == "forward-internal" {
+					// An HTTP listener has no connection to hand over: it serves requests.
+					return nil, fmt.Errorf("%s: forward-internal in on_tcp_connect is applied on TLS and TCP endpoints and edges only (not on HTTP ones yet)", a.Path)
+				}
+			}
+		}
 		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results)
 		if err != nil {
 			return nil, err

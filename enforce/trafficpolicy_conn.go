@@ -31,6 +31,20 @@ type ConnPolicy struct {
 type connRule struct {
 	rule    *trafficpolicy.Rule
 	actions []connFunc
+	// forwards holds, at the index of each forward-internal action, what picks its internal
+	// endpoint (nil at every other index).
+	forwards []forwardFunc
+}
+
+// ConnVerdict is what the on_tcp_connect phase decided on a connection.
+type ConnVerdict struct {
+	// Allow is false when the connection is to be closed unanswered.
+	Allow bool
+	// Forward, when set (with Allow), is the internal endpoint of Account (the policy's) a
+	// forward-internal action hands the connection to, in place of the policy's own endpoint
+	// or backend.
+	Forward *trafficpolicy.Target
+	Account string
 }
 
 // connFunc is an action of on_tcp_connect made ready: it reports whether the connection may go
@@ -82,6 +96,19 @@ func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (
 	for _, r := range rules {
 		cr := connRule{rule: r}
 		for _, a := range r.Actions {
+			if a.Type == "forward-internal" && trafficpolicy.Implemented(a.Type) {
+				cfg, err := a.Decode()
+				if err != nil {
+					return nil, err
+				}
+				fwd, err := newConnForward(a, cfg.(*trafficpolicy.ForwardInternalConfig), o)
+				if err != nil {
+					return nil, err
+				}
+				cr.actions = append(cr.actions, nil)
+				cr.forwards = append(cr.forwards, fwd)
+				continue
+			}
 			build, ok := connActions[a.Type]
 			if !ok || !trafficpolicy.Implemented(a.Type) {
 				return nil, notApplied(a, trafficpolicy.OnTCPConnect)
@@ -95,6 +122,7 @@ func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (
 				return nil, err
 			}
 			cr.actions = append(cr.actions, f)
+			cr.forwards = append(cr.forwards, nil)
 		}
 		cp.rules = append(cp.rules, cr)
 	}
@@ -140,17 +168,34 @@ func init() {
 }
 
 // Allow runs the phase on a connection from client to server (the listener's address), just
-// accepted. A nil policy allows every connection.
+// accepted, for a caller that cannot forward it: a connection a forward-internal action hands to
+// an internal endpoint is refused here. A nil policy allows every connection.
 func (cp *ConnPolicy) Allow(client, server net.Addr) bool {
-	if cp == nil || len(cp.rules) == 0 {
-		return true
-	}
-	return cp.allow(client.String(), server.String(), time.Now())
+	v := cp.Decide(client, server)
+	return v.Allow && v.Forward == nil
 }
 
-// allow runs the phase on the addresses as host:port strings, for a connection accepted at
-// start.
+// Decide runs the phase on a connection from client to server (the listener's address), just
+// accepted: closed, carried, or handed to an internal endpoint. A nil policy allows every
+// connection.
+func (cp *ConnPolicy) Decide(client, server net.Addr) ConnVerdict {
+	if cp == nil || len(cp.rules) == 0 {
+		return ConnVerdict{Allow: true}
+	}
+	return cp.decide(client.String(), server.String(), time.Now())
+}
+
+// allow is decide's verdict as Allow gives it.
 func (cp *ConnPolicy) allow(client, server string, start time.Time) bool {
+	v := cp.decide(client, server, start)
+	return v.Allow && v.Forward == nil
+}
+
+// decide runs the phase on the addresses as host:port strings, for a connection accepted at
+// start. A forward-internal action that finds its endpoint ends the phase (no later action
+// runs); one that does not closes the connection (on_error halt) or lets the next actions run
+// (continue).
+func (cp *ConnPolicy) decide(client, server string, start time.Time) ConnVerdict {
 	vars := trafficpolicy.ConnVars(client, server)
 	trafficpolicy.SetConnStart(vars, start)
 	if cp.opts.Endpoint != nil {
@@ -160,16 +205,26 @@ func (cp *ConnPolicy) allow(client, server string, start time.Time) bool {
 	for _, cr := range cp.rules {
 		ok, err := cr.rule.Match(vars)
 		if err != nil {
-			return false
+			return ConnVerdict{}
 		}
 		if !ok {
 			continue
 		}
-		for _, act := range cr.actions {
+		for i, act := range cr.actions {
+			if fwd := cr.forwards[i]; fwd != nil {
+				target, goOn := fwd(vars)
+				switch {
+				case target != nil:
+					return ConnVerdict{Allow: true, Forward: target, Account: cp.opts.Endpoint.Account}
+				case !goOn:
+					return ConnVerdict{}
+				}
+				continue
+			}
 			if ok, err := act(vars, addr.Addr().Unmap()); !ok || err != nil {
-				return false
+				return ConnVerdict{}
 			}
 		}
 	}
-	return true
+	return ConnVerdict{Allow: true}
 }

@@ -24,6 +24,10 @@ type InternalEndpoints interface {
 	// endpoint's own stages, and reports false, having written nothing, when the account has
 	// no such endpoint online.
 	ServeInternal(w http.ResponseWriter, r *http.Request, account string, target trafficpolicy.Target) bool
+	// InternalOnline reports whether account has the internal endpoint target online, here or
+	// on another replica: forward-internal in on_tcp_connect asks before it hands the
+	// connection over, so that on_error applies to an endpoint that is not.
+	InternalOnline(account string, target trafficpolicy.Target) bool
 }
 
 // maxForwardHops bounds the internal endpoints one request passes through.

@@ -132,8 +132,16 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEdge(e.Account, e.ID)
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+	v := enforce.ConnVerdict{}
+	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr())
+	}
+	switch {
+	case !v.Allow:
 		tr.refused(refusedByEdge)
+		return
+	case v.Forward != nil:
+		s.carryForwarded(c, v, tr)
 		return
 	}
 	var pub net.Conn = c
@@ -166,8 +174,16 @@ func (s *Server) serveTCPEdge(addr string, c net.Conn) {
 	tr := s.traceConn(inspect.KindTCP, c, addr)
 	tr.atEdge(e.Account, e.ID)
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+	v := enforce.ConnVerdict{}
+	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr())
+	}
+	switch {
+	case !v.Allow:
 		tr.refused(refusedByEdge)
+		return
+	case v.Forward != nil:
+		s.carryForwarded(c, v, tr)
 		return
 	}
 	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tcp", edgeType: "1"})
@@ -186,6 +202,7 @@ const (
 	handshakeFailed   = "the TLS handshake failed"
 	noBackend         = "no tunnel or backend was available"
 	unreachable       = "the agent or backend could not be reached"
+	forwardLoop       = "forwarded through too many internal endpoints"
 )
 
 // carry opens the target's connection and pipes bytes both ways, recording them in tr.

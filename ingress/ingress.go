@@ -35,10 +35,10 @@ type Endpoint interface {
 	// HTTPHandler returns the handler build makes, built on the first call and kept: the
 	// endpoint's stages are composed once per bind, not per request.
 	HTTPHandler(build func() http.Handler) http.Handler
-	// AllowConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
+	// DecideConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
-	// agent; false means the connection is to be closed.
-	AllowConn(c net.Conn) bool
+	// agent: closed, carried, or handed to an internal endpoint (forward-internal).
+	DecideConn(c net.Conn) enforce.ConnVerdict
 	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
 	// false means the listener terminates it (TLS termination) and carries the plaintext.
 	Passthrough() bool

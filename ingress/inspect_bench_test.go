@@ -19,10 +19,12 @@ import (
 // upstream: the public listener's own work, without an agent.
 type upstreamEndpoint struct{ addr string }
 
-func (e *upstreamEndpoint) ID() string                                         { return "tn_bench" }
-func (e *upstreamEndpoint) AccountID() string                                  { return "acct_bench" }
-func (e *upstreamEndpoint) Chain() *enforce.Chain                              { return nil }
-func (e *upstreamEndpoint) AllowConn(net.Conn) bool                            { return true }
+func (e *upstreamEndpoint) ID() string            { return "tn_bench" }
+func (e *upstreamEndpoint) AccountID() string     { return "acct_bench" }
+func (e *upstreamEndpoint) Chain() *enforce.Chain { return nil }
+func (e *upstreamEndpoint) DecideConn(net.Conn) enforce.ConnVerdict {
+	return enforce.ConnVerdict{Allow: true}
+}
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *upstreamEndpoint) Passthrough() bool                                  { return false }
 func (e *upstreamEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {

@@ -1,9 +1,11 @@
 package ingress
 
 import (
+	"net"
 	"net/http"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -25,4 +27,61 @@ func (s *Server) ServeInternal(w http.ResponseWriter, r *http.Request, account s
 	proto := target.Scheme
 	e.HTTPHandler(func() http.Handler { return e.Chain().Handler(s.proxy.endpointFinal(e, proto)) }).ServeHTTP(w, r)
 	return true
+}
+
+// InternalOnline reports whether account has the internal endpoint target online, here or on
+// another replica, for forward-internal in on_tcp_connect.
+func (s *Server) InternalOnline(account string, target trafficpolicy.Target) bool {
+	return s.internalEndpoint(account, target) != nil
+}
+
+// internalEndpoint is account's internal endpoint target, nil when none is online: looked up
+// by its account-scoped name, so another account's of the same URL is never found.
+func (s *Server) internalEndpoint(account string, target trafficpolicy.Target) Endpoint {
+	if s.cfg.Lookup == nil || account == "" {
+		return nil
+	}
+	e := s.cfg.Lookup(target.Scheme, ep.InternalEndpointKey(account, target.Host, target.Port))
+	if e == nil || e.AccountID() != account {
+		return nil
+	}
+	return e
+}
+
+// maxConnForwards bounds the internal endpoints one connection is handed through, so that
+// endpoints forwarding to each other end.
+const maxConnForwards = 8
+
+// carryForwarded carries a public connection that a forward-internal action of on_tcp_connect
+// (verdict v) handed to an internal tcp or tls endpoint: that endpoint's own connection stages
+// run on it (and may forward it again, up to maxConnForwards times), then its agent gets it as
+// a public connection of its own, with the client's address, under the public connections'
+// idle timeout and the account's connection share the listener already counted. An endpoint
+// gone since the policy found it closes the connection unanswered.
+func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, tr *connTrace) {
+	for hops := 0; ; hops++ {
+		if hops >= maxConnForwards {
+			tr.refused(forwardLoop)
+			return
+		}
+		e := s.internalEndpoint(v.Account, *v.Forward)
+		if e == nil {
+			tr.refused(noBackend)
+			return
+		}
+		scheme := v.Forward.Scheme
+		v = e.DecideConn(c)
+		switch {
+		case !v.Allow:
+			tr.refused(refusedByEndpoint)
+			return
+		case v.Forward != nil:
+			continue
+		case scheme == "tls":
+			s.carryTLS(c, e, tr)
+		default:
+			s.carryTo(c, e, "tcp", false, tr)
+		}
+		return
+	}
 }

@@ -176,10 +176,20 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 	defer forget()
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEndpoint(ep, "tls")
-	if !ep.AllowConn(c) {
+	v := ep.DecideConn(c)
+	switch {
+	case !v.Allow:
 		tr.refused(refusedByEndpoint)
-		return
+	case v.Forward != nil:
+		s.carryForwarded(c, v, tr)
+	default:
+		s.carryTLS(c, ep, tr)
 	}
+}
+
+// carryTLS carries an admitted connection to a tls endpoint: passed through, or terminated
+// here and its plaintext carried.
+func (s *Server) carryTLS(c net.Conn, ep Endpoint, tr *connTrace) {
 	var pub net.Conn = c
 	passthrough := ep.Passthrough()
 	if !passthrough {

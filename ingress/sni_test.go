@@ -18,10 +18,12 @@ type tlsEndpoint struct {
 	cert   *tls.Certificate
 }
 
-func (e *tlsEndpoint) ID() string                                         { return "tn_test" }
-func (e *tlsEndpoint) AccountID() string                                  { return "acct_test" }
-func (e *tlsEndpoint) Chain() *enforce.Chain                              { return nil }
-func (e *tlsEndpoint) AllowConn(net.Conn) bool                            { return true }
+func (e *tlsEndpoint) ID() string            { return "tn_test" }
+func (e *tlsEndpoint) AccountID() string     { return "acct_test" }
+func (e *tlsEndpoint) Chain() *enforce.Chain { return nil }
+func (e *tlsEndpoint) DecideConn(net.Conn) enforce.ConnVerdict {
+	return enforce.ConnVerdict{Allow: true}
+}
 func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *tlsEndpoint) Passthrough() bool                                  { return false }
 func (e *tlsEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate)      { return e.policy, e.cert }

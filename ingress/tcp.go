@@ -46,11 +46,15 @@ func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.C
 func (s *Server) ServeTCPEndpoint(c net.Conn, ep Endpoint, addr string) {
 	tr := s.traceConn(inspect.KindTCP, c, addr)
 	tr.atEndpoint(ep, "tcp")
-	if !ep.AllowConn(c) {
+	v := ep.DecideConn(c)
+	switch {
+	case !v.Allow:
 		tr.refused(refusedByEndpoint)
-		return
+	case v.Forward != nil:
+		s.carryForwarded(c, v, tr)
+	default:
+		s.carryTo(c, ep, "tcp", false, tr)
 	}
-	s.carryTo(c, ep, "tcp", false, tr)
 }
 
 // tcpListener closes an endpoint's listener and forgets it.

@@ -131,7 +131,7 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 		k.account, k.route = b.s.Account, e.ID
 		opts.Endpoint = edgeEndpoint(b.s.Account, e.ID, proto, hostports)
 		if b.s.Env != nil {
-			opts.Log = b.s.Env.PolicyLog
+			opts.Log, opts.Internal = b.s.Env.PolicyLog, b.s.Env.Internal
 		}
 	}
 	cp, err := b.live.policies.conn(k, func() (*enforce.ConnPolicy, error) {

@@ -39,7 +39,7 @@ func (s *session) bind(m *bindMsg) bindResp {
 		opts = json.RawMessage("{}")
 	}
 	resp := bindResp{ID: m.ID, Proto: m.Proto, Opts: opts}
-	if berr := s.admitQuota(m.Proto); berr != nil {
+	if berr := s.admitQuota(bindKind(m)); berr != nil {
 		resp.Error = berr.text()
 		return resp
 	}
@@ -306,7 +306,7 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	// under it too, so binds racing on one session cannot pass them together.
 	berr := s.permits(s.acl, t)
 	if berr == nil {
-		berr = s.overSession(kindOf(t.proto))
+		berr = s.overSession(t.kind())
 	}
 	if berr != nil {
 		s.mu.Unlock()
@@ -348,11 +348,11 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 		undo()
 		unrow()
 		if conflict == "quota-tcp" || conflict == "quota-labeled" {
-			return accountRefusal(s.gw.cfg.Quotas, kindOf(t.proto))
+			return accountRefusal(s.gw.cfg.Quotas, t.kind())
 		}
 		return conflictRefusal(t, conflict)
 	}
-	if t.proto == "tcp" && first {
+	if t.opensPort() && first {
 		l := t.listener // a random port's, opened while choosing it
 		if l == nil {
 			var err error
@@ -405,7 +405,7 @@ func (s *session) label(m *labelMsg) labelResp {
 	if ok, refused := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Labels: m.Labels}); !ok {
 		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
 	}
-	if berr := s.admitQuota(""); berr != nil {
+	if berr := s.admitQuota(kindLabeled); berr != nil {
 		return labelResp{Error: berr.text()}
 	}
 	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}
@@ -425,6 +425,10 @@ func (s *session) permits(acl []string, t *Tunnel) *bindError {
 	case t.proto == "":
 		if ok, refused := ep.ACLPermits(acl, ep.ACLTarget{Labels: t.labels}); !ok {
 			return refuse(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)
+		}
+	case t.internal:
+		if ok, _ := ep.ACLPermits(acl, ep.ACLTarget{Name: t.host}); !ok {
+			return refuse(ep.AgentCodeACLName, "The credential ACL policy does not permit binding this name.\nCredential ID: %s\nName: %s", s.cred.ID, t.host)
 		}
 	case t.proto == "tcp" && t.reservation == "":
 		if ok, _ := ep.ACLPermits(acl, ep.ACLTarget{RandomTCP: true}); !ok {

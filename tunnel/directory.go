@@ -217,8 +217,8 @@ func (d *directory) swap() {
 				continue
 			}
 			grp.tunnels = append(grp.tunnels, t)
-			if t.row.Proto == "tcp" {
-				v.tcp[key.host] = t.row.AccountID
+			if _, _, internal := ep.SplitInternalEndpointKey(key.host); t.row.Proto == "tcp" && !internal {
+				v.tcp[key.host] = t.row.AccountID // an internal tcp endpoint listens on no port
 			}
 		}
 	}

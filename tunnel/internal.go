@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -12,7 +13,9 @@ import (
 // registered under a name scoped to its account (ep.InternalEndpointKey), which no public
 // request can name: only a forward-internal action of a traffic policy of the same account
 // reaches it. It needs no reservation (the name is the account's own) and its URL may name any
-// port, which is part of its name: the public listeners' ports do not serve it.
+// port, which is part of its name: the public listeners' ports do not serve it. An internal tcp
+// endpoint (tcp://name.internal:port) opens no port either: its port is only part of its name,
+// so it takes no TCP port of the account's quota.
 
 // internalBinding reports whether the bind asks for an internal endpoint: a name ending in
 // ".internal", or the internal binding. It refuses a binding edgeplane does not know, more than
@@ -42,17 +45,20 @@ func internalBinding(m *bindMsg, o *bindOpts) (bool, *bindError) {
 	default:
 		return false, refuse(ep.AgentCodeBadBind, "The binding %q is not served by edgeplane: use public or internal.", m.Extra.Bindings[0])
 	}
-	if internal && m.Proto != "http" && m.Proto != "https" {
-		return false, refuse(ep.AgentCodeBadProto, "Internal %s endpoints are not served by edgeplane yet: an internal endpoint is http or https.", m.Proto)
-	}
 	return internal, nil
 }
 
-// rawHost is the hostname the options name (URL, Domain or Hostname), lowercase, "" for none.
+// rawHost is the hostname the options name (URL, Domain, Hostname, or a tcp bind's Addr),
+// lowercase, "" for none.
 func (o *bindOpts) rawHost() string {
 	name := o.Domain
 	if name == "" {
 		name = o.Hostname
+	}
+	if name == "" && o.Addr != "" {
+		if h, _, err := net.SplitHostPort(o.Addr); err == nil {
+			name = h
+		}
 	}
 	if o.URL != "" {
 		if u, err := url.Parse(o.URL); err == nil {
@@ -66,6 +72,9 @@ func (o *bindOpts) rawHost() string {
 // credential's ACL; the store and the registry then keep its account-scoped name.
 func (s *session) resolveInternal(t *Tunnel, o *bindOpts) *bindError {
 	name, port := o.rawHost(), defaultPort(t.proto)
+	if o.URL == "" && o.Addr != "" && t.proto == "tcp" {
+		o.URL = "tcp://" + o.Addr // an internal tcp address, as ngrok-go's WithRemoteAddr gives it
+	}
 	if o.URL != "" {
 		u, err := url.Parse(o.URL)
 		if err != nil || u.Host == "" {
@@ -81,6 +90,9 @@ func (s *session) resolveInternal(t *Tunnel, o *bindOpts) *bindError {
 			}
 			port = n
 		}
+	}
+	if port == 0 {
+		return refuse(ep.AgentCodeBadName, "The internal tcp endpoint %q names no port: use tcp://%s:PORT.", name, name)
 	}
 	if !ep.ValidHostname(name, false) {
 		return refuse(ep.AgentCodeBadName, "%q is not a valid hostname.", name)
@@ -101,10 +113,13 @@ func internalURL(proto, host string, port int) string {
 	return proto + "://" + host + ":" + strconv.Itoa(port)
 }
 
-// defaultPort is the port of a URL of the scheme that names none.
+// defaultPort is the port of a URL of the scheme that names none; 0 for tcp, which has none.
 func defaultPort(scheme string) int {
-	if scheme == "http" {
+	switch scheme {
+	case "http":
 		return 80
+	case "tcp":
+		return 0
 	}
 	return 443
 }

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"encoding/json"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -35,6 +36,28 @@ const (
 	kindLabeled                    // a labeled tunnel
 )
 
+// kind is what the quotas count t as: an internal tcp endpoint opens no port, so it counts as
+// an endpoint.
+func (t *Tunnel) kind() tunnelKind {
+	if t.internal {
+		return kindEndpoint
+	}
+	return kindOf(t.proto)
+}
+
+// bindKind is what the quotas count a Bind as before it is prepared: a tcp bind on an internal
+// name (its URL's or address's host) opens no port.
+func bindKind(m *bindMsg) tunnelKind {
+	if m.Proto != "tcp" {
+		return kindOf(m.Proto)
+	}
+	var o bindOpts
+	if json.Unmarshal(m.Opts, &o) == nil && ep.IsInternalHost(o.rawHost()) {
+		return kindEndpoint
+	}
+	return kindTCP
+}
+
 func kindOf(proto string) tunnelKind {
 	switch proto {
 	case "tcp":
@@ -52,7 +75,7 @@ func (s *session) overSession(kind tunnelKind) *bindError {
 	q := s.gw.cfg.Quotas
 	binds, tcp, labeled := len(s.tunnels), 0, 0
 	for _, t := range s.tunnels {
-		switch kindOf(t.proto) {
+		switch t.kind() {
 		case kindTCP:
 			tcp++
 		case kindLabeled:
@@ -83,8 +106,8 @@ func accountRefusal(q Quotas, kind tunnelKind) *bindError {
 // work is done for it (a random TCP port is opened, names are looked up): the session's, the
 // account's on this replica, and the account's tunnels on every replica. register checks the
 // session's and this replica's again as it registers the tunnel, atomically.
-func (s *session) admitQuota(proto string) *bindError {
-	q, kind := s.gw.cfg.Quotas, kindOf(proto)
+func (s *session) admitQuota(kind tunnelKind) *bindError {
+	q := s.gw.cfg.Quotas
 	s.mu.Lock()
 	berr := s.overSession(kind)
 	s.mu.Unlock()

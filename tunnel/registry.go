@@ -95,10 +95,22 @@ func (t *Tunnel) HTTPHandler(build func() http.Handler) http.Handler {
 
 // AllowConn runs the endpoint's connection stages on a public connection of a tcp or tls bind
 // before any byte is carried: the IP restriction, then the on_tcp_connect rules of its traffic
-// policy (with the connection's client and server addresses). False means close it unanswered.
+// policy (with the connection's client and server addresses). False means close it unanswered,
+// as for a connection its policy forwards to an internal endpoint (see DecideConn).
 func (t *Tunnel) AllowConn(c net.Conn) bool {
+	v := t.DecideConn(c)
+	return v.Allow && v.Forward == nil
+}
+
+// DecideConn runs the endpoint's connection stages as AllowConn does and says what becomes of
+// the connection: closed, carried to the agent, or handed to an internal endpoint of the
+// account by the policy's forward-internal action.
+func (t *Tunnel) DecideConn(c net.Conn) enforce.ConnVerdict {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	return t.chain.AllowConn(client.Addr().Unmap()) && t.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+	if !t.chain.AllowConn(client.Addr().Unmap()) {
+		return enforce.ConnVerdict{}
+	}
+	return t.policy.Decide(c.RemoteAddr(), c.LocalAddr())
 }
 
 // Labels returns the labels of a labeled tunnel.
@@ -326,7 +338,7 @@ func (r *Registry) add(t *Tunnel) (conflict string, first bool) {
 	var tunnels []*Tunnel
 	if g := old.endpoints[key]; g != nil {
 		tunnels = append(tunnels, g.tunnels...)
-	} else if t.proto == "tcp" {
+	} else if t.opensPort() {
 		r.hold(t, 1) // a new port; pooled binds share their endpoint's
 	}
 	next.endpoints = maps.Clone(old.endpoints)
@@ -359,7 +371,7 @@ func (r *Registry) quotaConflict(s *snapshot, t *Tunnel) string {
 	case h == nil:
 	case t.proto == "" && r.quotas.LabeledPerAccount > 0 && h.labeled >= r.quotas.LabeledPerAccount:
 		return "quota-labeled"
-	case t.proto == "tcp" && s.endpoints[t.key()] == nil && r.quotas.TCPPerAccount > 0 && h.tcp >= r.quotas.TCPPerAccount:
+	case t.opensPort() && s.endpoints[t.key()] == nil && r.quotas.TCPPerAccount > 0 && h.tcp >= r.quotas.TCPPerAccount:
 		return "quota-tcp"
 	}
 	return ""
@@ -459,7 +471,7 @@ func (r *Registry) remove(t *Tunnel) bool {
 	next.endpoints = maps.Clone(old.endpoints)
 	if len(rest) == 0 {
 		delete(next.endpoints, key)
-		if t.proto == "tcp" {
+		if t.opensPort() {
 			r.hold(t, -1) // the endpoint's port, counted with its first bind
 			if l := r.tcp[t.addr]; l != nil {
 				l.Close()
@@ -487,6 +499,10 @@ func (t *Tunnel) name() string {
 	}
 	return t.host
 }
+
+// opensPort reports whether the tunnel is a public tcp endpoint's, which listens on its port
+// (an internal tcp endpoint's port is only part of its name).
+func (t *Tunnel) opensPort() bool { return t.proto == "tcp" && !t.internal }
 
 func (t *Tunnel) key() endpointKey {
 	if t.proto == "tcp" && !t.internal {

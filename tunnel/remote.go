@@ -24,7 +24,7 @@ type Endpoint interface {
 	AccountID() string
 	Chain() *enforce.Chain
 	HTTPHandler(build func() http.Handler) http.Handler
-	AllowConn(c net.Conn) bool
+	DecideConn(c net.Conn) enforce.ConnVerdict
 	Passthrough() bool
 	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
@@ -97,11 +97,20 @@ func (r *remoteTunnel) HTTPHandler(build func() http.Handler) http.Handler {
 
 // AllowConn runs the connection stages as Tunnel.AllowConn does; a broken row admits nothing.
 func (r *remoteTunnel) AllowConn(c net.Conn) bool {
+	v := r.DecideConn(c)
+	return v.Allow && v.Forward == nil
+}
+
+// DecideConn runs the connection stages as Tunnel.DecideConn does; a broken row admits nothing.
+func (r *remoteTunnel) DecideConn(c net.Conn) enforce.ConnVerdict {
 	if r.broken != "" {
-		return false
+		return enforce.ConnVerdict{}
 	}
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	return r.mods.chain.AllowConn(client.Addr().Unmap()) && r.mods.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+	if !r.mods.chain.AllowConn(client.Addr().Unmap()) {
+		return enforce.ConnVerdict{}
+	}
+	return r.mods.policy.Decide(c.RemoteAddr(), c.LocalAddr())
 }
 
 func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }
