@@ -1,0 +1,71 @@
+package agents
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/ngrok/config"
+)
+
+// TestClusterForwardInternalTCP: forward-internal in on_tcp_connect reaches an internal tcp
+// endpoint whose agent is on another replica. A's internal tcp endpoint is on the first
+// replica, B's of the same name on the third, and each account's public tcp endpoint (on the
+// second) forwards to db.internal: a connection to that public port on any replica reaches the
+// account's own internal endpoint, with the client's address. B's policy naming an internal
+// endpoint only A has finds nothing on any replica, and the connection is closed.
+func TestClusterForwardInternalTCP(t *testing.T) {
+	c := startCluster(t)
+	a, b := c.lb, c.lb.asAccount("team-b")
+	_, tokenA := a.credential()
+	_, tokenB := b.credential()
+	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
+	ctx := context.Background()
+	bind := func(r *clusterReplica, token string, tun config.Tunnel, tag string) string {
+		t.Helper()
+		l, err := r.mustConnect(token).Listen(ctx, tun)
+		if err != nil {
+			t.Fatalf("%s: %v", tag, err)
+		}
+		serveTag(t, l, tag, nil)
+		return l.URL()
+	}
+	db := "tcp://db.internal:" + internalTCPPort
+	bind(r1, tokenA, config.TCPEndpoint(config.WithURL(db)), "internal-a")
+	bind(r1, tokenA, config.TCPEndpoint(config.WithURL("tcp://only-a.internal:"+internalTCPPort)), "only-a")
+	bind(r3, tokenB, config.TCPEndpoint(config.WithURL(db)), "internal-b")
+	fwd := func(url string) config.Tunnel {
+		return config.TCPEndpoint(config.WithTrafficPolicy(`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"` + url + `"}}]}]}`))
+	}
+	port := func(url string) string { _, p, _ := net.SplitHostPort(strings.TrimPrefix(url, "tcp://")); return p }
+	pubA := port(bind(r2, tokenA, fwd(db), "public-a"))
+	pubB := port(bind(r2, tokenB, fwd(db), "public-b"))
+	stealB := port(bind(r2, tokenB, fwd("tcp://only-a.internal:"+internalTCPPort), "public-b"))
+
+	talk := func(addr string) (got, client string) {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return "dial: " + err.Error(), ""
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = conn.Write([]byte("hello"))
+		b, _ := io.ReadAll(conn)
+		return string(b), conn.LocalAddr().String()
+	}
+	for _, r := range c.replicas {
+		for _, x := range []struct{ port, tag string }{{pubA, "internal-a"}, {pubB, "internal-b"}} {
+			addr := net.JoinHostPort(r.ip, x.port)
+			eventually(t, 3*time.Second, addr+" reaches "+x.tag, func() bool {
+				got, client := talk(addr)
+				return got == x.tag+" "+client+" hello"
+			})
+		}
+		if got, _ := talk(net.JoinHostPort(r.ip, stealB)); got != "" {
+			t.Errorf("B's forward to A's internal endpoint, through %s: %q, want the connection closed", r.ip, got)
+		}
+	}
+}
