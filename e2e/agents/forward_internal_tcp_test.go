@@ -50,7 +50,8 @@ func serveTag(t *testing.T, tun net.Listener, tag string, cert *tls.Certificate)
 // endpoint reaches its own. A's policy naming an internal endpoint only B has finds nothing:
 // halt closes the connection, continue carries it to A's own agent. An internal tcp endpoint
 // opens no public port and takes none of the account's TCP ports; an internal tls endpoint is
-// not served by the TLS listener. A TCP edge's policy forwards the same way. Bad URLs are
+// not served by the TLS listener. TCP and TLS edges' policies forward the same way (B's TLS
+// edge naming A's internal tls endpoint continues to B's own). Bad URLs are
 // refused by the API (400 naming the field) and at bind (ERR_NGROK_301); internal binds
 // without a port, or with the public binding, are refused with their codes.
 func TestForwardInternalTCP(t *testing.T) {
@@ -148,6 +149,34 @@ func TestForwardInternalTCP(t *testing.T) {
 		got, client := talk(ra.Addr, true)
 		return got == "internal-tls-a "+client+" hello"
 	})
+
+	// A TLS edge of A (no backend) forwards too, the client's TLS untouched to the agent. B's
+	// TLS edge naming the same internal endpoint finds nothing and continues to B's own.
+	internal(sessB, config.TLSEndpoint(config.WithURL("tls://own-b.internal")), "internal-tls-b", &cert)
+	fwdB2 := `{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"tls://tlsdb.internal","on_error":"continue"}},` +
+		`{"type":"forward-internal","config":{"url":"tls://own-b.internal"}}]}]}`
+	for _, x := range []struct {
+		w               *world
+		host, doc, want string
+	}{{wa, "fi-tls-a.example.com", fwd("tls://tlsdb.internal", ""), "internal-tls-a"}, {wb, "fi-tls-b.example.com", fwdB2, "internal-tls-b"}} {
+		x.w.reserveDomain(x.host)
+		tlsEdge := x.w.mustCreate("/edges/tls", map[string]any{"hostports": []string{x.host + ":443"}})
+		if st := x.w.call("PUT", "/edges/tls/"+tlsEdge+"/traffic_policy", map[string]any{"value": x.doc}, nil); st != 200 {
+			t.Fatalf("put the TLS edge's traffic_policy: %d", st)
+		}
+		eventually(t, 5*time.Second, "the TLS edge of "+x.host+" forwards to "+x.want, func() bool {
+			d := &net.Dialer{Timeout: 10 * time.Second}
+			c, err := tls.DialWithDialer(d, "tcp", wa.https, &tls.Config{ServerName: x.host, InsecureSkipVerify: true})
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			_, _ = c.Write([]byte("hello"))
+			b, _ := io.ReadAll(c)
+			return string(b) == x.want+" "+c.LocalAddr().String()+" hello"
+		})
+	}
 
 	// No public listener serves an internal endpoint: its port is not open, and the TLS
 	// listener does not know its name.
