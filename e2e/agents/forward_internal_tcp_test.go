@@ -50,7 +50,8 @@ func serveTag(t *testing.T, tun net.Listener, tag string, cert *tls.Certificate)
 // endpoint reaches its own. A's policy naming an internal endpoint only B has finds nothing:
 // halt closes the connection, continue carries it to A's own agent. An internal tcp endpoint
 // opens no public port and takes none of the account's TCP ports; an internal tls endpoint is
-// not served by the TLS listener. TCP and TLS edges' policies forward the same way (B's TLS
+// not served by the TLS listener; one with TLS termination gets the client's TLS ended with its
+// certificate. TCP and TLS edges' policies forward the same way (B's TLS
 // edge naming A's internal tls endpoint continues to B's own). Bad URLs are
 // refused by the API (400 naming the field) and at bind (ERR_NGROK_301); internal binds
 // without a port, or with the public binding, are refused with their codes.
@@ -148,6 +149,26 @@ func TestForwardInternalTCP(t *testing.T) {
 	eventually(t, 5*time.Second, "the TCP edge forwards to A's internal tls endpoint", func() bool {
 		got, client := talk(ra.Addr, true)
 		return got == "internal-tls-a "+client+" hello"
+	})
+
+	// An internal tls endpoint with TLS termination: the listener ends the forwarded client's
+	// TLS with the bind's certificate and the agent reads plaintext.
+	ca := newBindCA(t, "agent's server CA")
+	_, chainPEM, keyPEM := ca.issue(t, "term.internal")
+	internal(sessA, config.TLSEndpoint(config.WithURL("tls://term.internal"), config.WithTermination(chainPEM, keyPEM)), "internal-term-a", nil)
+	if st := wa.call("PUT", "/edges/tcp/"+edge+"/traffic_policy", map[string]any{"value": fwd("tls://term.internal", "")}, nil); st != 200 {
+		t.Fatalf("put the edge's traffic_policy: %d", st)
+	}
+	eventually(t, 5*time.Second, "the TCP edge forwards to A's terminating internal tls endpoint", func() bool {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", ra.Addr, &tls.Config{ServerName: "term.internal", RootCAs: ca.pool})
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = c.Write([]byte("hello"))
+		b, _ := io.ReadAll(c)
+		return string(b) == "internal-term-a "+c.LocalAddr().String()+" hello"
 	})
 
 	// A TLS edge of A (no backend) forwards too, the client's TLS untouched to the agent. B's
