@@ -64,7 +64,14 @@ func TestClusterForwardInternalTCP(t *testing.T) {
 				return got == x.tag+" "+client+" hello"
 			})
 		}
-		if got, _ := talk(net.JoinHostPort(r.ip, stealB)); got != "" {
+		// The replica listens on B's port once its directory has the bind; then the connection
+		// is closed unanswered.
+		var got string
+		eventually(t, 3*time.Second, "replica "+r.ip+" listens on B's port", func() bool {
+			got, _ = talk(net.JoinHostPort(r.ip, stealB))
+			return !strings.HasPrefix(got, "dial: ")
+		})
+		if got != "" {
 			t.Errorf("B's forward to A's internal endpoint, through %s: %q, want the connection closed", r.ip, got)
 		}
 	}
