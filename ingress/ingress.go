@@ -367,3 +367,30 @@ func (s *Server) SetLabeled(f func(account string, labels map[string]string) []E
 
 // SetLookup sets how endpoints are found; call it before serving starts.
 func (s *Server) SetLookup(f func(proto, host string) Endpoint) { s.cfg.Lookup = f }
+
+// Drain stops accepting public connections and waits, until ctx ends, for the HTTP requests in
+// flight to be answered: a keep-alive connection is closed once idle, and a response in progress
+// finishes (with "Connection: close"). It is the first half of a handover, whose successor
+// accepts on the same sockets; connections the server carries itself (TLS passthrough, TCP)
+// and upgraded ones go on until their agent's session ends. Close ends the rest.
+func (s *Server) Drain(ctx context.Context) {
+	s.mu.Lock()
+	for ln := range s.lns {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range []*http.Server{s.http, s.https} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	s.CloseIdleUpstreams()
+}
+
+// CloseIdleUpstreams closes the streams to agents kept open for a next request: during a drain
+// they would hold their agents' sessions open for requests that will not come.
+func (s *Server) CloseIdleUpstreams() { s.proxy.close() }
