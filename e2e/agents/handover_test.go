@@ -260,3 +260,57 @@ func TestHandoverUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestHandoverFinishesRequestsInFlight: a request the old process is serving when the handover
+// starts (its agent takes 1.5 s to answer) completes whole: its agent's session ends only then,
+// and the agent serves again from the new process. A SIGUSR2 to the old process meanwhile is
+// refused: a handover is under way.
+func TestHandoverFinishesRequestsInFlight(t *testing.T) {
+	w := start(t, "--drain-timeout", "10s")
+	_, token := w.credential()
+	sess := w.mustConnect(token)
+	tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("slow.edgeplane.app")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 1)
+	serveTunnel(t, tun, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			rw.WriteHeader(200)
+			fmt.Fprint(rw, "slow begins;")
+			rw.(http.Flusher).Flush()
+			time.Sleep(1500 * time.Millisecond)
+			fmt.Fprint(rw, " slow done")
+			return
+		}
+		hello(rw, r)
+	}))
+	client := w.httpsClient()
+	eventually(t, 2*time.Second, "the endpoint serves", func() bool { return fetch(client, "https://slow.edgeplane.app/", "hello") == nil })
+
+	result := make(chan error, 1)
+	go func() { result <- fetch(w.httpsClient(), "https://slow.edgeplane.app/slow", "slow begins; slow done") }()
+	<-started
+	r := newRestarter(w)
+	old := r.pid
+	go func() {
+		// While the old process drains (the slow request holds its agent), a second handover
+		// is refused.
+		waitLog(t, w, 10*time.Second, "the old process draining", func(out string) bool { return drainRE.MatchString(out) })
+		_ = syscall.Kill(old, syscall.SIGUSR2)
+	}()
+	_, draining := r.handover(t)
+	if err := <-result; err != nil {
+		t.Fatalf("the request in flight during the handover: %v", err)
+	}
+	if _, ok := loggedAfter(t, w, draining, `msg="agent session closed"`); !ok {
+		t.Errorf("the old process did not end the agent's session")
+	}
+	if !strings.Contains(w.proc.Stderr.String(), `msg="handover refused: SIGUSR2 while a handover is under way"`) {
+		t.Errorf("a SIGUSR2 during the drain was not refused; stderr:\n%s", lastBytes(w.proc.Stderr.String(), 4000))
+	}
+	eventually(t, 5*time.Second, "the agent serves from the new process", func() bool {
+		return fetch(client, "https://slow.edgeplane.app/", "hello") == nil
+	})
+}
