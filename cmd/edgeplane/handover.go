@@ -8,13 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A handover restarts serve without closing its sockets: on SIGUSR2 the running process starts
@@ -91,6 +92,12 @@ func parseInherited(v string) (*inherited, error) {
 		var st syscall.Stat_t
 		if err := syscall.Fstat(fd, &st); err != nil {
 			return fail("%s=%d: descriptor not open: %v", name, fd, err)
+		}
+		if isPipe := st.Mode&syscall.S_IFMT == syscall.S_IFIFO; isPipe != (name == readyName || name == endpointsName) {
+			if isPipe {
+				return fail("%s=%d: a pipe, not a listening socket", name, fd)
+			}
+			return fail("%s=%d: not a pipe", name, fd)
 		}
 		f := os.NewFile(uintptr(fd), name)
 		if name == readyName {
@@ -225,32 +232,37 @@ func (h *handover) failed() {
 }
 
 // start runs the successor and returns its pid once it wrote "ready".
+//
+// It forks with syscall.ForkExec and raw descriptors rather than os/exec's ExtraFiles: those
+// call os.File.Fd, which puts a socket in blocking mode, and the mode belongs to the socket,
+// shared with this process's listener; a successor that failed before making it non-blocking
+// again would leave this process's accept loops in blocking system calls that Close cannot end.
 func (h *handover) start() (int, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, fmt.Errorf("find this executable: %w", err)
 	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+	}()
 	h.socks.mu.Lock()
 	names := make([]string, 0, len(h.socks.raw))
 	for name := range h.socks.raw {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
 	var entries []string
 	for _, name := range names {
-		f, err := h.socks.raw[name].File()
+		fd, err := dupListener(h.socks.raw[name])
 		if err != nil {
 			h.socks.mu.Unlock()
 			return 0, fmt.Errorf("pass the %s listener: %w", name, err)
 		}
-		entries = append(entries, fmt.Sprintf("%s=%d", name, 3+len(files)))
-		files = append(files, f)
+		entries = append(entries, fmt.Sprintf("%s=%d", name, 3+len(fds)))
+		fds = append(fds, fd)
 	}
 	h.socks.mu.Unlock()
 	pr, pw, err := os.Pipe()
@@ -258,27 +270,40 @@ func (h *handover) start() (int, error) {
 		return 0, err
 	}
 	defer pr.Close()
+	defer pw.Close()
 	er, ew, err := os.Pipe()
 	if err != nil {
-		pw.Close()
 		return 0, err
 	}
-	entries = append(entries, fmt.Sprintf("%s=%d", endpointsName, 3+len(files)))
-	files = append(files, er)
-	entries = append(entries, fmt.Sprintf("%s=%d", readyName, 3+len(files)))
-	files = append(files, pw)
-	cmd := exec.Command(exe, os.Args[1:]...)
+	defer er.Close()
+	entries = append(entries, fmt.Sprintf("%s=%d", endpointsName, 3+len(fds)), fmt.Sprintf("%s=%d", readyName, 4+len(fds)))
+	files := []uintptr{0, 1, 2}
+	for _, fd := range fds {
+		files = append(files, uintptr(fd))
+	}
+	files = append(files, er.Fd(), pw.Fd())
+	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, inheritEnv+"=") {
-			cmd.Env = append(cmd.Env, kv)
+			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, inheritEnv+"="+strings.Join(entries, ","))
-	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = os.Stdout, os.Stderr, files
-	if err := cmd.Start(); err != nil {
+	env = append(env, inheritEnv+"="+strings.Join(entries, ","))
+	pid, err := syscall.ForkExec(exe, append([]string{os.Args[0]}, os.Args[1:]...), &syscall.ProcAttr{Env: env, Files: files})
+	if err != nil {
 		ew.Close()
 		return 0, fmt.Errorf("start %s: %w", exe, err)
 	}
+	pw.Close()
+	proc, _ := os.FindProcess(pid)
+	exited := make(chan error, 1)
+	go func() { // reaps a successor that fails; one that serves outlives this process
+		st, err := proc.Wait()
+		if err == nil {
+			err = errors.New(st.String())
+		}
+		exited <- err
+	}()
 	go func() {
 		defer ew.Close()
 		var list []string
@@ -287,10 +312,6 @@ func (h *handover) start() (int, error) {
 		}
 		_, _ = io.WriteString(ew, strings.Join(list, "\n"))
 	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }() // reaps a successor that fails; one that serves outlives this process
-	pw.Close()
-	files = files[:len(files)-1]
 	ready := make(chan error, 1)
 	go func() {
 		line, err := bufio.NewReader(io.LimitReader(pr, 64)).ReadString('\n')
@@ -304,14 +325,31 @@ func (h *handover) start() (int, error) {
 	select {
 	case err := <-ready:
 		if err == nil {
-			return cmd.Process.Pid, nil
+			return pid, nil
 		}
-		_ = cmd.Process.Kill()
-		return 0, fmt.Errorf("the new process (pid %d) exited before it was ready: %v", cmd.Process.Pid, <-exited)
+		_ = proc.Kill()
+		return 0, fmt.Errorf("the new process (pid %d) exited before it was ready: %v", pid, <-exited)
 	case <-timer.C:
-		_ = cmd.Process.Kill()
-		return 0, fmt.Errorf("the new process (pid %d) was not ready within %s", cmd.Process.Pid, handoverReadyTimeout)
+		_ = proc.Kill()
+		return 0, fmt.Errorf("the new process (pid %d) was not ready within %s", pid, handoverReadyTimeout)
 	}
+}
+
+// dupListener returns a new descriptor (close-on-exec) of ln's socket, leaving the socket's
+// mode alone.
+func dupListener(ln *net.TCPListener) (int, error) {
+	rc, err := ln.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	nfd := -1
+	var derr error
+	if err := rc.Control(func(fd uintptr) {
+		nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return nfd, derr
 }
 
 // sdNotify sends state to systemd's notification socket when serve runs under a unit of
