@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func listenForHandover(h *handover, done chan<- int) (stop func()) {
 				continue
 			}
 			h.log.Info("handover: starting a new process on this process's sockets")
-			sdNotify("RELOADING=1")
+			sdNotify(reloading())
 			go func() {
 				pid, err := h.start()
 				if err != nil {
@@ -48,6 +49,8 @@ func listenForHandover(h *handover, done chan<- int) (stop func()) {
 					h.failed()
 					return
 				}
+				// Under systemd (NotifyAccess=main), only the main process may name its successor.
+				sdNotify(fmt.Sprintf("MAINPID=%d\nREADY=1", pid))
 				done <- pid // the claim is kept: this process drains and exits
 			}()
 		}

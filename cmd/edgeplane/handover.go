@@ -354,8 +354,8 @@ func dupListener(ln *net.TCPListener) (int, error) {
 
 // sdNotify sends state to systemd's notification socket when serve runs under a unit of
 // Type=notify (NOTIFY_SOCKET is set): READY=1 once serving, RELOADING=1 when a handover starts,
-// MAINPID= and READY=1 from the successor. It is one datagram; without the variable it does
-// nothing.
+// then the successor's MAINPID and READY=1 once it serves. It is one datagram; without the
+// variable it does nothing.
 func sdNotify(state string) {
 	path := os.Getenv("NOTIFY_SOCKET")
 	if path == "" {
@@ -370,4 +370,14 @@ func sdNotify(state string) {
 	}
 	defer c.Close()
 	_, _ = c.Write([]byte(state))
+}
+
+// reloading is the RELOADING=1 notification, with the monotonic time systemd 253 and later ask
+// to come with it.
+func reloading() string {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return "RELOADING=1"
+	}
+	return fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", ts.Nano()/1000)
 }

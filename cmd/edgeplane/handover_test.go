@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,4 +158,49 @@ func waitLogged(t *testing.T, p *testproc.Process, s string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestHandoverNotifiesSystemd: under a Type=notify unit (NOTIFY_SOCKET set), serve sends
+// READY=1 once it serves; a handover sends RELOADING=1, then the new process's pid as MAINPID
+// with READY=1, so systemd follows it.
+func TestHandoverNotifiesSystemd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sockPath := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	next := func() string {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 4096)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+	p := testproc.Serve(t, binPath, dir, []string{"NOTIFY_SOCKET=" + sockPath}, "--db", filepath.Join(dir, "edgeplane.db"), "--listen", "127.0.0.1:0")
+	if got := next(); got != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", got)
+	}
+	if err := syscall.Kill(p.Cmd.Process.Pid, syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); !strings.HasPrefix(got, "RELOADING=1\nMONOTONIC_USEC=") {
+		t.Fatalf("notification at the handover %q, want RELOADING=1 with MONOTONIC_USEC", got)
+	}
+	got := next()
+	pidText, ok := strings.CutPrefix(got, "MAINPID=")
+	pidText, ready := strings.CutSuffix(pidText, "\nREADY=1")
+	newPid, err := strconv.Atoi(pidText)
+	if err == nil {
+		t.Cleanup(func() { _ = syscall.Kill(newPid, syscall.SIGKILL) })
+	}
+	if !ok || !ready || err != nil || newPid == p.Cmd.Process.Pid {
+		t.Fatalf("the new process's notification %q, want MAINPID=<its pid> and READY=1", got)
+	}
+	waitLogged(t, p, `msg="handover: drained; exiting"`)
 }

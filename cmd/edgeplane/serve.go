@@ -293,8 +293,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := socks.set.in.signalReady(); err != nil {
 			log.Warn("handover: cannot tell the old process this one is ready", "err", err)
 		}
+		// The old process names this one systemd's main process (listenForHandover).
 		log.Info("handover: serving on the inherited sockets", "pid", os.Getpid())
-		sdNotify(fmt.Sprintf("MAINPID=%d\nREADY=1", os.Getpid()))
 	} else {
 		sdNotify("READY=1")
 	}
