@@ -192,6 +192,20 @@ func (w *endpointWaiter) served(key string) {
 	w.mu.Unlock()
 }
 
+// recent lists the keys served less than recentWindow ago.
+func (w *endpointWaiter) recent() []string {
+	now := time.Now()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	keys := make([]string, 0, len(w.seen))
+	for k, at := range w.seen {
+		if now.Sub(at) < recentWindow {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // expected reports whether an offline key is worth waiting for.
 func (w *endpointWaiter) expected(key string) bool {
 	now := time.Now()
@@ -223,12 +237,13 @@ func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
 	return v
 }
 
-// onlineKeys lists the endpoints online on this replica, as endpointWaiter's keys.
+// onlineKeys lists the endpoints online on this replica and those it served lately (other
+// replicas' agents', with a link), as endpointWaiter's keys: a successor waits for them too.
 func (d *dataPlane) onlineKeys() []string {
 	if d.gw == nil {
 		return nil
 	}
-	var keys []string
+	keys := d.waiter.recent()
 	d.gw.EachLocal(func(proto, host, account string, labels map[string]string) {
 		switch {
 		case proto == "":
