@@ -147,7 +147,7 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 // that is offline now waits up to endpointWait for it, rather than being answered
 // ERR_NGROK_3200 at once, when it is expected back: this process served it less than
 // recentWindow ago, or took over from a process that had it online (handover.go). A name
-// nobody served gets its answer at once.
+// nobody served gets its answer at once, and so does one that did not come back within one wait.
 const (
 	endpointWait     = 750 * time.Millisecond
 	endpointWaitPoll = 15 * time.Millisecond
@@ -234,7 +234,17 @@ func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
 			return v
 		}
 	}
+	// Not back in time: the next lookups (the same request's, past its TLS handshake, and the
+	// next requests') are answered at once, until the endpoint is served again.
+	w.forget(key)
 	return v
+}
+
+// forget stops expecting key.
+func (w *endpointWaiter) forget(key string) {
+	w.mu.Lock()
+	delete(w.seen, key)
+	w.mu.Unlock()
 }
 
 // onlineKeys lists the endpoints online on this replica and those it served lately (other
