@@ -112,7 +112,6 @@ func TestFailedHandoverKeepsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLogged(t, p, `msg="handover: serving on the inherited sockets"`)
-	waitLogged(t, p, `msg="handover: drained; exiting"`)
 	// The successor's pid is in its line; it is killed with the test.
 	for _, line := range strings.Split(p.Stderr.String(), "\n") {
 		if _, rest, ok := strings.Cut(line, `msg="handover: serving on the inherited sockets" pid=`); ok {
@@ -126,6 +125,7 @@ func TestFailedHandoverKeepsServing(t *testing.T) {
 			t.Cleanup(func() { _ = syscall.Kill(newPid, syscall.SIGKILL) })
 		}
 	}
+	waitLogged(t, p, `msg="handover: drained; exiting"`)
 	resp, err = http.Get(api)
 	if err != nil {
 		t.Fatalf("nothing serves the API after the handover: %v", err)
