@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
+	"github.com/mileusna/useragent"
 )
 
 // The variables of a phase are kept in a map (what ConnVars, RequestVars and ResponseVars
@@ -42,6 +43,8 @@ type sources struct {
 	resHeader      http.Header
 	endpoint       *Endpoint
 	tls            *tls.ConnectionState
+	// ua is the parsed User-Agent, once a req.user_agent.* part was read.
+	ua *useragent.UserAgent
 }
 
 // variable is one variable ngrok defines: its CEL type, where it exists and how it is computed.
@@ -149,7 +152,7 @@ func SetEndpoint(vars map[string]any, e *Endpoint) { sourcesOf(vars).endpoint = 
 // scheme is the public scheme (https on edges), the host the request's Host.
 func RequestVars(vars map[string]any, r *http.Request, scheme string) map[string]any {
 	s := sourcesOf(vars)
-	s.req, s.scheme, s.received = r, scheme, time.Now()
+	s.req, s.scheme, s.received, s.ua = r, scheme, time.Now(), nil
 	if s.client == "" {
 		s.client = r.RemoteAddr
 	}

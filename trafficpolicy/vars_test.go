@@ -118,3 +118,42 @@ func quote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// TestUserAgentVariables: req.user_agent's parts are the parsed first User-Agent header (a
+// browser, a phone, a tablet, a bot with its URL, no header at all), and the header is parsed
+// once however many parts a policy reads, and again after the request changed.
+func TestUserAgentVariables(t *testing.T) {
+	for ua, want := range map[string]string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91": "req.user_agent.name == 'Edge' && req.user_agent.version == '120.0.2210.91' && req.user_agent.os == 'Windows' && req.user_agent.os_version == '10.0' && req.user_agent.is_desktop && !req.user_agent.is_mobile && !req.user_agent.is_bot && req.user_agent == '" + "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91" + "'",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1": "req.user_agent.name == 'Safari' && req.user_agent.os == 'iOS' && req.user_agent.device == 'iPhone' && req.user_agent.is_mobile && !req.user_agent.is_tablet && !req.user_agent.is_desktop",
+		"Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1":        "req.user_agent.device == 'iPad' && req.user_agent.is_tablet && !req.user_agent.is_mobile",
+		"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)":                                                                "req.user_agent.name == 'Googlebot' && req.user_agent.is_bot && req.user_agent.url == 'http://www.google.com/bot.html'",
+		"": "req.user_agent.name == '' && req.user_agent.version == '' && !req.user_agent.is_bot && !req.user_agent.is_desktop",
+	} {
+		r := httptest.NewRequest("GET", "https://a.test/", nil)
+		if ua != "" {
+			r.Header.Set("User-Agent", ua)
+		}
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		p, err := Parse(`{"on_http_request":[{"expressions":[` + quote(want) + `],"actions":[{"type":"deny"}]}]}`)
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if err := p.Unavailable(); err != nil {
+			t.Errorf("%s: %v", want, err)
+		}
+		if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+			t.Errorf("%q: %s: %v %v", ua, want, ok, err)
+		}
+		if src := vars[srcKey].(*sources); ua != "" && (src.ua == nil || src.ua.String != ua) {
+			t.Errorf("%q: the parse is not kept", ua)
+		}
+		r2 := httptest.NewRequest("GET", "https://a.test/", nil)
+		r2.Header.Set("User-Agent", "curl/8.5.0")
+		RequestVars(vars, r2, "https")
+		delete(vars, "req.user_agent.name")
+		if v, _ := Lookup(vars, "req.user_agent.name"); v != "curl" {
+			t.Errorf("%q: after the request changed, name %v", ua, v)
+		}
+	}
+}
