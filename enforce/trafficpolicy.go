@@ -261,6 +261,7 @@ func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
 	}
 	if c := connOf(r); c != nil {
 		trafficpolicy.SetConnStart(vars, c.Start)
+		trafficpolicy.SetConn(vars, c)
 	}
 	return vars
 }

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"maps"
 	"net"
@@ -23,6 +24,18 @@ type ConnInfo struct {
 	ID    uint64
 	Conn  net.Conn
 	Start time.Time
+	// Served looks up the certificate the connection's listener presents for a server name
+	// (conn.tls.server.*); nil on a listener without TLS.
+	Served func(serverName string) *x509.Certificate
+}
+
+// ServedCertificate is the certificate presented on the connection for serverName, nil when
+// none: the connection variables read it through trafficpolicy.Conn.
+func (c *ConnInfo) ServedCertificate(serverName string) *x509.Certificate {
+	if c.Served == nil {
+		return nil
+	}
+	return c.Served(serverName)
 }
 
 type connInfoKey struct{}

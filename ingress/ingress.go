@@ -124,7 +124,9 @@ type Server struct {
 	http    *http.Server // plain HTTP
 	https   *http.Server // HTTP over TLS connections handed over by the SNI router
 	tlsBase *tls.Config  // the listener's TLS: certificates by SNI, TLS 1.2+, h2 and http/1.1
-	tlsConf *tls.Config  // tlsBase with each HTTPS edge's own policy
+	// served is servedCertificate, as the one func value TLS connections' ConnInfo holds.
+	served  func(serverName string) *x509.Certificate
+	tlsConf *tls.Config // tlsBase with each HTTPS edge's own policy
 	tcpEdge map[int]*tcpListener
 	handed  *chanListener
 	proxy   *proxy
@@ -147,6 +149,7 @@ func New(cfg Config) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.proxy = newProxy(s)
+	s.served = s.servedCertificate // made once: every TLS connection's ConnInfo points to it
 	s.tlsBase = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -190,7 +193,7 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 		ReadHeaderTimeout: s.headerTimeout(),
 		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnContext:       connContext,
+		ConnContext:       s.connContext,
 		// The limiter keeps the idle connections, the ones it closes first to admit a new
 		// client when the public listeners are at their connection limit.
 		ConnState: netx.ConnState,

@@ -24,9 +24,9 @@ func init() {
 	}
 	declare(inRequest, str, map[string]func(*sources) any{
 		"req.method":            req(func(r *http.Request, _ *sources) any { return r.Method }),
-		"req.url":               req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme, r.URL.RequestURI()) }),
-		"req.url.raw":           req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme, rawURI(r)) }),
-		"req.url.scheme":        func(s *sources) any { return s.scheme },
+		"req.url":               req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme(), r.URL.RequestURI()) }),
+		"req.url.raw":           req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme(), rawURI(r)) }),
+		"req.url.scheme":        func(s *sources) any { return s.scheme() },
 		"req.url.authority":     req(func(r *http.Request, _ *sources) any { return r.Host }),
 		"req.url.host":          req(func(r *http.Request, _ *sources) any { return hostOnly(r.Host) }),
 		"req.url.path":          req(func(r *http.Request, _ *sources) any { return r.URL.Path }),
@@ -142,11 +142,12 @@ func init() {
 // userAgent is the request's first User-Agent parsed into its parts, once per request however
 // many of them the policy reads (mileusna/useragent, whose parts are the ones ngrok names).
 func (s *sources) userAgent() *useragent.UserAgent {
-	if s.ua == nil {
+	p := s.lazyParts()
+	if p.ua == nil {
 		u := useragent.Parse(s.req.Header.Get("User-Agent"))
-		s.ua = &u
+		p.ua = &u
 	}
-	return s.ua
+	return p.ua
 }
 
 // publicURL is the request's URL as the client asked for it: scheme, host and uri.
