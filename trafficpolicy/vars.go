@@ -78,9 +78,12 @@ type Conn interface {
 	// ServedCertificate is the certificate edgeplane presents to clients asking for
 	// serverName on this connection's listener (the one its handshake got), nil when none.
 	ServedCertificate(serverName string) *x509.Certificate
+	// Bytes are the bytes read from and written to the client so far (its TLS records
+	// included); counted is false when the listener does not count this connection's.
+	Bytes() (in, out int64, counted bool)
 }
 
-// SetConn gives the connection variables their connection (conn.tls.server.*).
+// SetConn gives the connection variables their connection (conn.tls.server.*, conn.bytes_*).
 func SetConn(vars map[string]any, c Conn) { sourcesOf(vars).conn = c }
 
 // variable is one variable ngrok defines: its CEL type, where it exists and how it is computed.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
 )
 
 // The conn.*, endpoint.* and time.* variables, as ngrok documents them.
@@ -87,12 +88,33 @@ func init() {
 	}
 	declareUnavailable(inConn, "edgeplane has no IP intelligence database (categories, block lists, Tor nodes, autonomous systems, locations)", intel)
 	declareUnavailable(inConn, "edgeplane has no points of presence: every connection is served by the server it reached", map[string]*cel.Type{"conn.server_region": str})
-	declareUnavailable(inConn, "edgeplane does not count a connection's bytes (counting them would cost every connection, with a policy or not)", map[string]*cel.Type{"conn.bytes_in": num, "conn.bytes_out": num})
+	declare(inConn, num, map[string]func(*sources) any{
+		"conn.bytes_in":  func(s *sources) any { return connBytes(s, "conn.bytes_in", true) },
+		"conn.bytes_out": func(s *sources) any { return connBytes(s, "conn.bytes_out", false) },
+	})
 	declareUnavailable(inConn, "ngrok fills these only on endpoints with a kubernetes binding, which edgeplane does not have", map[string]*cel.Type{
 		"conn.k8s.pod.id": str, "conn.k8s.pod.metadata.name": str, "conn.k8s.pod.metadata.namespace": str,
 		"conn.k8s.pod.metadata.annotations": cel.MapType(str, str), "conn.k8s.pod.metadata.error_code": str, "conn.k8s.pod.metadata.error_message": str,
 	})
 	declareUnavailable(inConn, "edgeplane does not compute JA4 fingerprints of TLS handshakes", map[string]*cel.Type{"conn.tls.ja4_fingerprint": str})
+}
+
+// notCounted is why a connection has no byte counts.
+const notCounted = "this connection's bytes are not counted: edgeplane counts those of HTTPS connections to an edge or endpoint whose policy reads them, from the handshake on (a connection made before the policy was in force, a plain HTTP, TCP or TLS connection is not counted)"
+
+// connBytes is the bytes read from (in) or written to the client so far on the connection, or
+// an error when the listener does not count them: a policy comparing them must not take a
+// connection it cannot measure as an empty one.
+func connBytes(s *sources, name string, in bool) any {
+	if s.conn != nil {
+		if i, o, ok := s.conn.Bytes(); ok {
+			if in {
+				return i
+			}
+			return o
+		}
+	}
+	return types.NewErr("%s: %s", name, notCounted)
 }
 
 // splitAddr splits host:port, the host without an IPv4-mapped IPv6 prefix.

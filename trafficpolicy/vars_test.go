@@ -163,6 +163,8 @@ type servedBy map[string]*x509.Certificate
 
 func (s servedBy) ServedCertificate(name string) *x509.Certificate { return s[name] }
 
+func (servedBy) Bytes() (int64, int64, bool) { return 0, 0, false }
+
 // TestServerCertificateVariables: conn.tls.server.* are the parts of the certificate the
 // listener presents for the connection's server name, looked up once per request; without TLS,
 // or a name served no certificate, they are empty.
@@ -215,4 +217,38 @@ type countingServed struct {
 func (c countingServed) ServedCertificate(name string) *x509.Certificate {
 	*c.n++
 	return c.servedBy.ServedCertificate(name)
+}
+
+// counted is a connection whose listener counted 300 bytes in and 4000 out.
+type counted struct{ servedBy }
+
+func (counted) Bytes() (int64, int64, bool) { return 300, 4000, true }
+
+// TestConnBytesVariables: conn.bytes_in and conn.bytes_out are the listener's counts; on a
+// connection it does not count (or with no connection at all) reading them is an error naming
+// why, never 0, and a document reading them says so (Reads("conn.bytes")) for the listener.
+func TestConnBytesVariables(t *testing.T) {
+	p, err := Parse(`{"on_http_request":[{"expressions":["conn.bytes_in == 300 && conn.bytes_out > 1000"],"actions":[{"type":"deny"}]}]}`)
+	if err != nil || p.Unavailable() != nil || !p.Reads("conn.bytes") {
+		t.Fatalf("%v %v reads %v", err, p.Unavailable(), p.Reads("conn.bytes"))
+	}
+	r := httptest.NewRequest("GET", "https://a.test/", nil)
+	vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+	SetConn(vars, counted{})
+	if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+		t.Errorf("counted: %v %v", ok, err)
+	}
+	for what, c := range map[string]Conn{"not counted": servedBy{}, "no connection": nil} {
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		if c != nil {
+			SetConn(vars, c)
+		}
+		if _, err := p.OnHTTPRequest[0].Match(vars); err == nil || !strings.Contains(err.Error(), "conn.bytes_in: this connection's bytes are not counted") {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	other, _ := Parse(`{"on_http_request":[{"expressions":["conn.client_ip == '1.2.3.4'"],"actions":[{"type":"deny"}]}]}`)
+	if other.Reads("conn.bytes") {
+		t.Error("a document not reading the counts says it does")
+	}
 }

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
@@ -18,6 +19,7 @@ import (
 	"github.com/edgeplane/edgeplane/pki"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.ngrok.com/ngrok/config"
 )
 
 // varsPolicy reads the variables and action results filled last: jwt-validation's tokens,
@@ -41,6 +43,10 @@ on_http_request:
     actions:
       - type: custom-response
         config: {status_code: 200, body: "${req.user_agent.name} ${req.user_agent.os} mobile=${string(req.user_agent.is_mobile)}"}
+  - expressions: ["req.url.path == '/bytes'"]
+    actions:
+      - type: custom-response
+        config: {status_code: 200, body: "${string(conn.bytes_in)} ${string(conn.bytes_out)}"}
   - expressions: ["req.url.path == '/tls'"]
     actions:
       - type: custom-response
@@ -57,7 +63,9 @@ on_http_response:
 
 // TestTrafficPolicyVariablesOnRoutes: two accounts' routes, through real agents, read
 // jwt-validation's token claims (each account's own issuer only), req.user_agent's parts, the
-// certificate edgeplane served (the one the client got) and compress-response's choice.
+// certificate edgeplane served (the one the client got), their connection's byte counts and
+// compress-response's choice. A plain HTTP bind's policy reading the counts, which the listener
+// does not keep for it, fails closed naming why.
 func TestTrafficPolicyVariablesOnRoutes(t *testing.T) {
 	certPEM, keyPEM, err := pki.NewCA("jwks CA")
 	if err != nil {
@@ -159,11 +167,36 @@ func TestTrafficPolicyVariablesOnRoutes(t *testing.T) {
 			t.Errorf("%s: conn.tls.server: %d %q, want the certificate the client got, %q", host, resp.StatusCode, body, want)
 		}
 
+		// The bytes of this connection so far: its ClientHello and requests in, the server's
+		// handshake (with its certificate) and answers out; growing with each request on it.
+		bc := wa.httpsClient()
+		var lastIn, lastOut int64
+		for i := range 2 {
+			resp, b, err := try(bc, "GET", "https://"+host+"/bytes", nil)
+			var in, out int64
+			if n, _ := fmt.Sscanf(string(b), "%d %d", &in, &out); err != nil || resp.StatusCode != 200 || n != 2 || in <= lastIn || out <= lastOut || (i == 0 && (in < 300 || out < 500)) {
+				t.Errorf("%s: request %d: conn.bytes: %v %q, after %d %d", host, i, err, b, lastIn, lastOut)
+			}
+			lastIn, lastOut = in, out
+		}
+
 		for path, alg := range map[string]string{"/big": "gzip", "/echo": ""} {
 			resp, _ := do(host, path, map[string]*string{"Accept-Encoding": ptr("gzip")})
 			if resp.Header.Get("X-Alg") != alg || resp.Header.Get("X-Already") != "false" {
 				t.Errorf("%s%s: compress results %q %q, want %q", host, path, resp.Header.Get("X-Alg"), resp.Header.Get("X-Already"), alg)
 			}
 		}
+	}
+
+	_, tokenB := wb.credential()
+	tun, err := wb.mustConnect(tokenB).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("bytes-b.edgeplane.app"),
+		config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(`{"on_http_request":[{"expressions":["conn.bytes_in > 1000000"],"actions":[{"type":"deny"}]}]}`)))
+	if err != nil {
+		t.Fatalf("http bind: %v", err)
+	}
+	serveTunnel(t, tun, actionsUpstream)
+	resp, b, err := try(wa.httpClient(), "GET", "http://bytes-b.edgeplane.app/echo", nil)
+	if err != nil || resp.StatusCode != 503 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3210" || !strings.Contains(string(b), "not counted") {
+		t.Errorf("conn.bytes_in on a plain HTTP bind: %v %v %q", err, resp, b)
 	}
 }
