@@ -61,7 +61,7 @@ on_http_response:
 `, issuer, jku)
 }
 
-// TestTrafficPolicyVariablesOnRoutes: two accounts' routes, through real agents, read
+// TestTrafficPolicyVariablesOnRoutes: two accounts' routes (and https binds), through real agents, read
 // jwt-validation's token claims (each account's own issuer only), req.user_agent's parts, the
 // certificate edgeplane served (the one the client got), their connection's byte counts and
 // compress-response's choice. A plain HTTP bind's policy reading the counts, which the listener
@@ -185,6 +185,23 @@ func TestTrafficPolicyVariablesOnRoutes(t *testing.T) {
 			if resp.Header.Get("X-Alg") != alg || resp.Header.Get("X-Already") != "false" {
 				t.Errorf("%s%s: compress results %q %q, want %q", host, path, resp.Header.Get("X-Alg"), resp.Header.Get("X-Already"), alg)
 			}
+		}
+	}
+
+	// An https agent bind's own policy (each account's) reads the same variables: the bind's
+	// stage says it reads the counts, so its connections are counted too.
+	for name, w := range map[string]*world{"vars-bind-a.edgeplane.app": wa, "vars-bind-b.edgeplane.app": wb} {
+		_, token := w.credential()
+		tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name),
+			config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"custom-response","config":{"status_code":200,
+			  "body":"${req.user_agent.name} ${conn.tls.server.subject.common_name} ${string(conn.bytes_in > 0 && conn.bytes_out > 0)}"}}]}]}`)))
+		if err != nil {
+			t.Fatalf("https bind %s: %v", name, err)
+		}
+		serveTunnel(t, tun, actionsUpstream)
+		resp, b, err := try(c, "GET", "https://"+name+"/", map[string]*string{"User-Agent": ptr("curl/8.5.0")})
+		if err != nil || resp.StatusCode != 200 || resp.TLS == nil || string(b) != "curl "+resp.TLS.PeerCertificates[0].Subject.CommonName+" true" {
+			t.Errorf("%s: %v %v %q", name, err, resp, b)
 		}
 	}
 
