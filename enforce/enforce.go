@@ -33,6 +33,21 @@ type Chain struct {
 	HTTP []Stage
 }
 
+// CountsBytes reports whether a stage of the chain reads its connections' byte counts (a
+// traffic policy reading conn.bytes_in or conn.bytes_out): the listener then counts the bytes
+// of the connections it serves the chain on, and no others'.
+func (c *Chain) CountsBytes() bool {
+	if c == nil {
+		return false
+	}
+	for _, s := range c.HTTP {
+		if bc, ok := s.(interface{ CountsBytes() bool }); ok && bc.CountsBytes() {
+			return true
+		}
+	}
+	return false
+}
+
 // AllowConn reports whether every connection stage admits client.
 func (c *Chain) AllowConn(client netip.Addr) bool {
 	if c == nil {

@@ -111,26 +111,53 @@ func (j *JWT) Wrap(next http.Handler) http.Handler {
 // the refusal (401 with its challenge) on w and reports false. A body a token was looked for in
 // is put back whole. The traffic policy's jwt-validation action runs it in its phase.
 func (j *JWT) Admit(w http.ResponseWriter, r *http.Request) bool {
+	_, ok := j.admit(w, r, false)
+	return ok
+}
+
+// checkedToken is a token Admit checked: where it was found, its JOSE header and, when its
+// signature verified, its claims; err says why it was not accepted (nil: it admitted the request).
+type checkedToken struct {
+	loc            JWTToken
+	header, claims map[string]any
+	err            error
+}
+
+// admit is Admit, returning the tokens it checked in order (the admitting one last) when
+// record is set, for the jwt-validation action's results.
+func (j *JWT) admit(w http.ResponseWriter, r *http.Request, record bool) ([]checkedToken, bool) {
 	tokens, late := j.find(w, r)
 	if late {
 		ErrorPage(w, http.StatusRequestTimeout, 3406, "The request body a token is looked for in did not arrive in time.")
-		return false
+		return nil, false
 	}
 	if len(tokens) == 0 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
 		ErrorPage(w, http.StatusUnauthorized, 3406, "Token could not be found in request.")
-		return false
+		return nil, false
 	}
 	var reason error
+	var checked []checkedToken
 	for _, t := range tokens {
-		if reason = j.check(r, t); reason == nil {
-			return true
+		var header, claims map[string]any
+		if record {
+			header, claims = map[string]any{}, map[string]any{}
+		}
+		reason = j.check(r, t, header, claims)
+		if record {
+			if reason != nil {
+				clear(claims) // claims whose signature did not verify are nobody's word
+			}
+			checked = append(checked, checkedToken{loc: t.loc, header: header, claims: claims, err: reason})
+		}
+		if reason == nil {
+			return checked, true
 		}
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane", error="invalid_token", error_description="`+
 		strings.NewReplacer(`"`, "'", `\`, "/").Replace(reason.Error())+`"`)
 	ErrorPage(w, http.StatusUnauthorized, 3401, "Your request lacks valid credentials: the token is not valid ("+reason.Error()+").")
-	return false
+	return checked, false
 }
 
 // foundToken is a token with the location it was found in.
@@ -219,8 +246,10 @@ func bodyField(body []byte, contentType, name string) string {
 	return s
 }
 
-// check verifies one token: its algorithm, type, signature, times, issuer and audience.
-func (j *JWT) check(r *http.Request, t foundToken) error {
+// check verifies one token: its algorithm, type, signature, times, issuer and audience. A
+// non-nil header and claims are filled with the token's JOSE header and, once the signature
+// verified, all its claims (JSON numbers that are whole as int64).
+func (j *JWT) check(r *http.Request, t foundToken, header, claimsOut map[string]any) error {
 	tok, err := jwt.ParseSigned(t.raw, j.algs)
 	if err != nil {
 		return errors.New("not a signed JWT with an allowed algorithm")
@@ -229,6 +258,15 @@ func (j *JWT) check(r *http.Request, t foundToken) error {
 		return errors.New("not a single-signature JWT")
 	}
 	h := tok.Headers[0]
+	if header != nil {
+		for k, v := range h.ExtraHeaders {
+			header[string(k)] = jsonValue(v)
+		}
+		header["alg"] = h.Algorithm
+		if h.KeyID != "" {
+			header["kid"] = h.KeyID
+		}
+	}
 	if t.loc.Type == "at+jwt" {
 		typ, _ := h.ExtraHeaders[jose.HeaderType].(string)
 		if !strings.EqualFold(typ, "at+jwt") && !strings.EqualFold(typ, "application/at+jwt") {
@@ -236,6 +274,11 @@ func (j *JWT) check(r *http.Request, t foundToken) error {
 		}
 	}
 	var claims jwt.Claims
+	var all map[string]any
+	dests := []any{&claims}
+	if claimsOut != nil {
+		dests = append(dests, &all)
+	}
 	verified := false
 	var fetchErr error
 	for _, set := range j.sets {
@@ -245,7 +288,10 @@ func (j *JWT) check(r *http.Request, t foundToken) error {
 			continue
 		}
 		for _, k := range keys {
-			if tok.Claims(k, &claims) == nil {
+			if tok.Claims(k, dests...) == nil {
+				for c, v := range all {
+					claimsOut[c] = jsonValue(v)
+				}
 				verified = true
 				break
 			}

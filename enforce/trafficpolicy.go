@@ -46,6 +46,9 @@ type TrafficPolicy struct {
 	// results is set when some expression or interpolation reads actions.*: only then do
 	// actions record their results.
 	results bool
+	// bytes is set when some expression or interpolation reads conn.bytes_in or _out: the
+	// listener counts the bytes of this policy's connections only then (CountsBytes).
+	bytes bool
 	// accept is the Accept-Encoding the upstream is asked for ("identity" when a response
 	// body is rewritten, so that it comes uncompressed); "" leaves the client's.
 	accept string
@@ -113,7 +116,7 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 	if err := p.Unavailable(); err != nil {
 		return nil, err
 	}
-	tp := &TrafficPolicy{opts: o, results: p.Reads("actions")}
+	tp := &TrafficPolicy{opts: o, results: p.Reads("actions"), bytes: p.Reads("conn.bytes")}
 	if len(p.OnTCPConnect) > 0 {
 		for _, r := range p.OnTCPConnect {
 			for _, a := range r.Actions {
@@ -269,9 +272,14 @@ func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
 	}
 	if c := connOf(r); c != nil {
 		trafficpolicy.SetConnStart(vars, c.Start)
+		trafficpolicy.SetConn(vars, c)
 	}
 	return vars
 }
+
+// CountsBytes reports whether the policy reads conn.bytes_in or conn.bytes_out, so that the
+// listener counts the bytes of its connections (Chain.CountsBytes).
+func (tp *TrafficPolicy) CountsBytes() bool { return tp.bytes }
 
 // policyFailed answers a request whose policy could not be evaluated.
 func policyFailed(w http.ResponseWriter, err error) {

@@ -3,6 +3,7 @@ package enforce
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -31,21 +32,55 @@ func init() {
 		}
 		return codings
 	}
-	registerResponseAction("compress-response", func(_ *trafficpolicy.Action, cfg any, _ *TrafficPolicy) (responseFunc, error) {
+	registerResponseAction("compress-response", func(_ *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (responseFunc, error) {
 		codings := build(cfg)
-		return func(w *policyWriter, _ map[string]any) (bool, error) {
+		results := tp.results
+		return func(w *policyWriter, vars map[string]any) (bool, error) {
 			w.codings = codings
+			if results {
+				setCompressResult(vars, w.compressResult())
+			}
 			return false, nil
 		}, nil
 	})
 	registerRequestAction("compress-response", func(_ *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		codings := build(cfg)
 		tp.writer = true
-		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
+		results := tp.results
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if pw, ok := w.(*policyWriter); ok {
 				pw.codings = codings
+			}
+			if results {
+				coding := ""
+				if r.Method != http.MethodHead {
+					coding = negotiate(r.Header.Values("Accept-Encoding"), codings)
+				}
+				setCompressResult(vars(), map[string]any{"already_compressed": false, "negotiated_algorithm": coding})
 			}
 			return r
 		}, nil
 	})
+}
+
+// setCompressResult records compress-response's result under ngrok's documented name
+// (actions.ngrok.compress) and under the action's own (compress_response), as every other
+// action's result is named.
+func setCompressResult(vars map[string]any, result map[string]any) {
+	trafficpolicy.SetResult(vars, "compress", result)
+	trafficpolicy.SetResult(vars, "compress_response", result)
+}
+
+// compressResult is what compress-response decides for the response being written: whether
+// the upstream's answer is encoded already, and the coding it will be compressed with ("" for
+// none: not a compressible type, a range, a HEAD, or no coding the client accepts).
+func (w *policyWriter) compressResult() map[string]any {
+	h := w.Header()
+	ce := h.Get("Content-Encoding")
+	already := ce != "" && !strings.EqualFold(ce, "identity")
+	coding := ""
+	if w.req.Method != http.MethodHead && eligible(int(w.status), h) {
+		coding = negotiate(w.req.Header.Values("Accept-Encoding"), w.codings)
+	}
+	return map[string]any{"already_compressed": already, "negotiated_algorithm": coding}
 }

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"maps"
 	"net"
@@ -23,6 +24,43 @@ type ConnInfo struct {
 	ID    uint64
 	Conn  net.Conn
 	Start time.Time
+	// Served looks up the certificate the connection's listener presents for a server name
+	// (conn.tls.server.*); nil on a listener without TLS.
+	Served func(serverName string) *x509.Certificate
+}
+
+// ByteCounter is a public connection that counts its bytes (the listener wraps the
+// connections whose policy reads conn.bytes_in or conn.bytes_out in one).
+type ByteCounter interface {
+	// Bytes are the bytes read from and written to the client so far.
+	Bytes() (in, out int64)
+}
+
+// Bytes finds the ByteCounter under the connection (through NetConn: a TLS connection's is
+// underneath it), for the conn.bytes_* variables; counted is false when there is none.
+func (c *ConnInfo) Bytes() (in, out int64, counted bool) {
+	conn := c.Conn
+	for conn != nil {
+		if bc, ok := conn.(ByteCounter); ok {
+			in, out = bc.Bytes()
+			return in, out, true
+		}
+		u, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = u.NetConn()
+	}
+	return 0, 0, false
+}
+
+// ServedCertificate is the certificate presented on the connection for serverName, nil when
+// none: the connection variables read it through trafficpolicy.Conn.
+func (c *ConnInfo) ServedCertificate(serverName string) *x509.Certificate {
+	if c.Served == nil {
+		return nil
+	}
+	return c.Served(serverName)
 }
 
 type connInfoKey struct{}

@@ -3,6 +3,7 @@ package enforce
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
@@ -18,6 +19,12 @@ var errNoOutbound = errors.New("jwt-validation needs the data plane's outbound H
 // both with a Bearer WWW-Authenticate challenge; an admitted request goes on unchanged. Key sets
 // are fetched with the stage's outbound client (PolicyOptions.Outbound), which the plan gives
 // routes; without one (an agent's traffic policy) the stage's build fails naming why.
+//
+// When a rule reads actions, an admitted request records actions.ngrok.jwt_validation.tokens:
+// the tokens checked, in the order of the configured locations up to the one that admitted it,
+// each with its type, method and name (where it was found), verified, its JOSE header and
+// claims (those of a token whose signature did not verify are left empty: they are nobody's
+// word). A refused request runs no later rule, so error is never seen set.
 //
 // As with the module, one valid token admits the request. Values are taken as written: CEL
 // interpolation in them fails the build naming the field.
@@ -45,9 +52,14 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("%s.config: %v", a.Path, err)
 		}
-		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
-			if !j.Admit(w, r) {
+		results := tp.results
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
+			checked, ok := j.admit(w, r, results)
+			if !ok {
 				return nil
+			}
+			if results {
+				trafficpolicy.SetResult(vars(), "jwt_validation", jwtResult(checked))
 			}
 			return r
 		}, nil
@@ -73,4 +85,39 @@ func noInterpolationIn(a *trafficpolicy.Action, fields map[string][]string) erro
 		}
 	}
 	return nil
+}
+
+// jwtResult is the jwt-validation action's result for the tokens it checked.
+func jwtResult(checked []checkedToken) map[string]any {
+	tokens := make([]any, 0, len(checked))
+	for _, t := range checked {
+		tokens = append(tokens, map[string]any{"type": t.loc.Type, "method": t.loc.Method, "name": t.loc.Name,
+			"verified": t.err == nil, "header": t.header, "claims": t.claims})
+	}
+	return map[string]any{"tokens": tokens}
+}
+
+// jsonValue is a decoded JSON value as CEL compares it: a whole number is an int64 (claims
+// such as exp and iat), other numbers stay float64, and lists and objects are converted through.
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return int64(v)
+		}
+		return v
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = jsonValue(e)
+		}
+		return out
+	}
+	return v
 }

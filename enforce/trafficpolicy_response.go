@@ -114,6 +114,11 @@ func (w *policyWriter) WriteHeader(code int) {
 	vars := w.vars
 	if len(w.tp.response) > 0 || len(w.tp.events) > 0 {
 		vars = trafficpolicy.ResponseVars(w.vars, code, w.Header())
+		if w.codings != nil && w.tp.results {
+			// compress-response ran in on_http_request: now that the response is known, its
+			// result says what is done with it.
+			setCompressResult(vars, w.compressResult())
+		}
 	}
 	for _, pr := range w.tp.response {
 		ok, err := pr.rule.Match(vars)

@@ -124,7 +124,9 @@ type Server struct {
 	http    *http.Server // plain HTTP
 	https   *http.Server // HTTP over TLS connections handed over by the SNI router
 	tlsBase *tls.Config  // the listener's TLS: certificates by SNI, TLS 1.2+, h2 and http/1.1
-	tlsConf *tls.Config  // tlsBase with each HTTPS edge's own policy
+	// served is servedCertificate, as the one func value TLS connections' ConnInfo holds.
+	served  func(serverName string) *x509.Certificate
+	tlsConf *tls.Config // tlsBase with each HTTPS edge's own policy
 	tcpEdge map[int]*tcpListener
 	handed  *chanListener
 	proxy   *proxy
@@ -147,6 +149,7 @@ func New(cfg Config) *Server {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.proxy = newProxy(s)
+	s.served = s.servedCertificate // made once: every TLS connection's ConnInfo points to it
 	s.tlsBase = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -190,7 +193,7 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 		ReadHeaderTimeout: s.headerTimeout(),
 		IdleTimeout:       s.idleTimeout(),
 		MaxHeaderBytes:    maxHeaderBytes,
-		ConnContext:       connContext,
+		ConnContext:       s.connContext,
 		// The limiter keeps the idle connections, the ones it closes first to admit a new
 		// client when the public listeners are at their connection limit.
 		ConnState: netx.ConnState,
@@ -367,3 +370,30 @@ func (s *Server) SetLabeled(f func(account string, labels map[string]string) []E
 
 // SetLookup sets how endpoints are found; call it before serving starts.
 func (s *Server) SetLookup(f func(proto, host string) Endpoint) { s.cfg.Lookup = f }
+
+// Drain stops accepting public connections and waits, until ctx ends, for the HTTP requests in
+// flight to be answered: a keep-alive connection is closed once idle, and a response in progress
+// finishes (with "Connection: close"). It is the first half of a handover, whose successor
+// accepts on the same sockets; connections the server carries itself (TLS passthrough, TCP)
+// and upgraded ones go on until their agent's session ends. Close ends the rest.
+func (s *Server) Drain(ctx context.Context) {
+	s.mu.Lock()
+	for ln := range s.lns {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range []*http.Server{s.http, s.https} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = srv.Shutdown(ctx)
+		}()
+	}
+	wg.Wait()
+	s.CloseIdleUpstreams()
+}
+
+// CloseIdleUpstreams closes the streams to agents kept open for a next request: during a drain
+// they would hold their agents' sessions open for requests that will not come.
+func (s *Server) CloseIdleUpstreams() { s.proxy.close() }

@@ -2,6 +2,8 @@ package ingress
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -37,10 +39,44 @@ const (
 var connSeq atomic.Uint64
 
 // connContext gives each public connection a number, part of the key of its agent streams,
-// records the connection for the limiter (netx.ClaimContext), and records it and when it was
-// accepted for the traffic policies of its requests (close-connection, conn.ts.start).
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	return netx.ConnContext(enforce.WithConn(ctx, &enforce.ConnInfo{ID: connSeq.Add(1), Conn: c, Start: time.Now()}), c)
+// records the connection for the limiter (netx.ClaimContext), and records it, when it was
+// accepted and how to find the certificate it was served for the traffic policies of its
+// requests (close-connection, conn.ts.start, conn.tls.server.*).
+func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
+	info := &enforce.ConnInfo{ID: connSeq.Add(1), Conn: c, Start: time.Now()}
+	if _, ok := c.(*tls.Conn); ok {
+		info.Served = s.served
+	}
+	return netx.ConnContext(enforce.WithConn(ctx, info), c)
+}
+
+// servedCertificate is the certificate the HTTPS listener presents for serverName, as its
+// handshakes choose it (configForClient, then the base's GetCertificate): an https endpoint's
+// own, else the host's; nil when it serves none. A policy reading conn.tls.server.* looks it up
+// when it reads it, so a certificate renewed since the handshake shows the renewed one.
+func (s *Server) servedCertificate(serverName string) *x509.Certificate {
+	var cert *tls.Certificate
+	if _, ep := s.httpsRoute(strings.ToLower(strings.TrimSuffix(serverName, "."))); ep != nil {
+		_, cert = ep.TLSPolicy()
+	}
+	if cert == nil {
+		c, err := s.cfg.Certificate(serverName)
+		if err != nil {
+			return nil
+		}
+		cert = c
+	}
+	if cert == nil || len(cert.Certificate) == 0 {
+		return nil
+	}
+	if cert.Leaf != nil {
+		return cert.Leaf
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
 }
 
 // dialInfo is what the transport needs to open a connection for a request, and the protocol

@@ -116,7 +116,11 @@ func (s *Server) routeTLS(c net.Conn) {
 	}
 	// Any other name, or none, is an HTTPS handshake: one edgeplane serves no name for ends with
 	// the unrecognized_name alert (see New's GetCertificate).
-	if !s.handed.hand(tls.Server(conn, s.tlsConf)) {
+	var hc net.Conn = conn
+	if s.countsBytes(sni) {
+		hc = &countingConn{Conn: conn} // counts the replayed ClientHello too
+	}
+	if !s.handed.hand(tls.Server(hc, s.tlsConf)) {
 		c.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"context"
 	"io"
 	"net"
 	"strconv"
@@ -16,7 +17,8 @@ import (
 // use by something else fails at once with the listener's error, which the agent's bind
 // reports.
 func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.Closer, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port)))
+	lc := net.ListenConfig{Control: reusePort}
+	ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}

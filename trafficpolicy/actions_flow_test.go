@@ -77,12 +77,11 @@ func TestNewActionsRefuseBadConfig(t *testing.T) {
 // it; a document without one has none.
 func TestUnavailableVariables(t *testing.T) {
 	for doc, want := range map[string]string{
-		`{"on_http_request":[{"expressions":["conn.geo.country_code == 'US'"],"actions":[{"type":"deny"}]}]}`:                     "on_http_request[0].expressions[0]: conn.geo.country_code: edgeplane has no geolocation database",
-		`{"on_tcp_connect":[{"expressions":["'tor' in conn.client_ip.categories"],"actions":[{"type":"deny"}]}]}`:                 "conn.client_ip.categories: edgeplane has no IP intelligence database",
-		`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x":"${secrets.get('v', 'k')}"}}}]}]}`:        "config.headers.x: secrets.get: edgeplane has no ngrok vaults",
-		`{"on_http_request":[{"expressions":["req.user_agent.is_bot"],"actions":[{"type":"deny"}]}]}`:                             "req.user_agent.is_bot: edgeplane does not parse user agents",
-		`{"on_http_response":[{"expressions":["conn.server_region == 'eu'"],"actions":[{"type":"deny"}]}]}`:                       "conn.server_region: edgeplane has no points of presence",
-		`{"on_http_request":[{"expressions":["conn.bytes_in > 10"],"actions":[{"type":"log","config":{"metadata":{"a":"b"}}}]}]}`: "conn.bytes_in: edgeplane does not count",
+		`{"on_http_request":[{"expressions":["conn.geo.country_code == 'US'"],"actions":[{"type":"deny"}]}]}`:              "on_http_request[0].expressions[0]: conn.geo.country_code: edgeplane has no geolocation database",
+		`{"on_tcp_connect":[{"expressions":["'tor' in conn.client_ip.categories"],"actions":[{"type":"deny"}]}]}`:          "conn.client_ip.categories: edgeplane has no IP intelligence database",
+		`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x":"${secrets.get('v', 'k')}"}}}]}]}`: "config.headers.x: secrets.get: edgeplane has no ngrok vaults",
+		`{"on_http_request":[{"expressions":["conn.tls.ja4_fingerprint == 'x'"],"actions":[{"type":"deny"}]}]}`:            "conn.tls.ja4_fingerprint: edgeplane does not compute JA4",
+		`{"on_http_response":[{"expressions":["conn.server_region == 'eu'"],"actions":[{"type":"deny"}]}]}`:                "conn.server_region: edgeplane has no points of presence",
 	} {
 		p, err := Parse(doc)
 		if err != nil {

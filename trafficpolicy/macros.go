@@ -355,6 +355,9 @@ func inspect(a *cel.Ast) refs {
 		if ref.Name != "" {
 			root, _, _ := strings.Cut(ref.Name, ".")
 			r.roots = append(r.roots, root)
+			if strings.HasPrefix(ref.Name, "conn.bytes_") {
+				r.roots = append(r.roots, "conn.bytes") // the listener counts bytes only for such policies
+			}
 		}
 	}
 	slices.Sort(r.unavailable)

@@ -2,12 +2,14 @@ package trafficpolicy
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/interpreter"
+	"github.com/mileusna/useragent"
 )
 
 // The variables of a phase are kept in a map (what ConnVars, RequestVars and ResponseVars
@@ -31,18 +33,58 @@ type Endpoint struct {
 	Route string
 }
 
-// sources are what a phase's variables are computed from.
+// sources are what a phase's variables are computed from. The struct stays in the 144-byte
+// size class it is allocated from for every request of a policy: what only some policies read
+// (a parsed user agent, the served certificate) hangs off parts, allocated when first read.
 type sources struct {
 	client, server string
 	connStart      time.Time
 	req            *http.Request
-	scheme         string
 	received       time.Time
-	status         int
+	https          bool // the public scheme: https, else http
+	status         int32
 	resHeader      http.Header
 	endpoint       *Endpoint
 	tls            *tls.ConnectionState
+	conn           Conn
+	parts          *parts
 }
+
+// parts are what is computed once per request for several variables.
+type parts struct {
+	ua         *useragent.UserAgent
+	served     *x509.Certificate
+	servedDone bool
+}
+
+func (s *sources) lazyParts() *parts {
+	if s.parts == nil {
+		s.parts = &parts{}
+	}
+	return s.parts
+}
+
+// scheme is the public scheme of the request.
+func (s *sources) scheme() string {
+	if s.https {
+		return "https"
+	}
+	return "http"
+}
+
+// Conn is what the listener knows of a request's connection beyond its addresses.
+// enforce.ConnInfo is one.
+type Conn interface {
+	// ServedCertificate is the certificate edgeplane presents to clients asking for
+	// serverName on this connection's listener (the one its handshake got), nil when none.
+	ServedCertificate(serverName string) *x509.Certificate
+	// Bytes are the bytes read from and written to the client so far (its TLS records
+	// included); counted is false when the listener does not count this connection's.
+	Bytes() (in, out int64, counted bool)
+}
+
+// SetConn gives the connection variables their connection (conn.tls.server.*, conn.bytes_*).
+func SetConn(vars map[string]any, c Conn) { sourcesOf(vars).conn = c }
 
 // variable is one variable ngrok defines: its CEL type, where it exists and how it is computed.
 type variable struct {
@@ -146,10 +188,13 @@ func SetConnStart(vars map[string]any, t time.Time) { sourcesOf(vars).connStart 
 func SetEndpoint(vars map[string]any, e *Endpoint) { sourcesOf(vars).endpoint = e }
 
 // RequestVars adds a request's variables to the connection's (vars is changed and returned).
-// scheme is the public scheme (https on edges), the host the request's Host.
+// scheme is the public scheme (https on edges; http or https), the host the request's Host.
 func RequestVars(vars map[string]any, r *http.Request, scheme string) map[string]any {
 	s := sourcesOf(vars)
-	s.req, s.scheme, s.received = r, scheme, time.Now()
+	s.req, s.https, s.received = r, scheme == "https", time.Now()
+	if s.parts != nil {
+		s.parts.ua = nil // parsed from the request before
+	}
 	if s.client == "" {
 		s.client = r.RemoteAddr
 	}
@@ -160,7 +205,7 @@ func RequestVars(vars map[string]any, r *http.Request, scheme string) map[string
 // ResponseVars adds a response's variables (its status and headers as the upstream wrote them).
 func ResponseVars(vars map[string]any, status int, h http.Header) map[string]any {
 	s := sourcesOf(vars)
-	s.status, s.resHeader = status, h
+	s.status, s.resHeader = int32(status), h
 	return vars
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/mileusna/useragent"
 )
 
 // The req.* and res.* variables, as ngrok documents them. Header and query parameter maps have
@@ -23,9 +24,9 @@ func init() {
 	}
 	declare(inRequest, str, map[string]func(*sources) any{
 		"req.method":            req(func(r *http.Request, _ *sources) any { return r.Method }),
-		"req.url":               req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme, r.URL.RequestURI()) }),
-		"req.url.raw":           req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme, rawURI(r)) }),
-		"req.url.scheme":        func(s *sources) any { return s.scheme },
+		"req.url":               req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme(), r.URL.RequestURI()) }),
+		"req.url.raw":           req(func(r *http.Request, s *sources) any { return publicURL(r, s.scheme(), rawURI(r)) }),
+		"req.url.scheme":        func(s *sources) any { return s.scheme() },
 		"req.url.authority":     req(func(r *http.Request, _ *sources) any { return r.Host }),
 		"req.url.host":          req(func(r *http.Request, _ *sources) any { return hostOnly(r.Host) }),
 		"req.url.path":          req(func(r *http.Request, _ *sources) any { return r.URL.Path }),
@@ -74,10 +75,22 @@ func init() {
 	declareUnavailable(inRequest, "edgeplane streams a request's body to the upstream: when it was received is not known while the policy runs", map[string]*cel.Type{
 		"req.ts.body_received": cel.TimestampType,
 	})
-	declareUnavailable(inRequest, "edgeplane does not parse user agents into their parts yet (req.user_agent is the header)", map[string]*cel.Type{
-		"req.user_agent.name": str, "req.user_agent.version": str, "req.user_agent.os": str, "req.user_agent.os_version": str,
-		"req.user_agent.device": str, "req.user_agent.url": str, "req.user_agent.is_mobile": cel.BoolType,
-		"req.user_agent.is_tablet": cel.BoolType, "req.user_agent.is_desktop": cel.BoolType, "req.user_agent.is_bot": cel.BoolType,
+	ua := func(f func(u *useragent.UserAgent) any) func(*sources) any {
+		return func(s *sources) any { return f(s.userAgent()) }
+	}
+	declare(inRequest, str, map[string]func(*sources) any{
+		"req.user_agent.name":       ua(func(u *useragent.UserAgent) any { return u.Name }),
+		"req.user_agent.version":    ua(func(u *useragent.UserAgent) any { return u.Version }),
+		"req.user_agent.os":         ua(func(u *useragent.UserAgent) any { return u.OS }),
+		"req.user_agent.os_version": ua(func(u *useragent.UserAgent) any { return u.OSVersion }),
+		"req.user_agent.device":     ua(func(u *useragent.UserAgent) any { return u.Device }),
+		"req.user_agent.url":        ua(func(u *useragent.UserAgent) any { return u.URL }),
+	})
+	declare(inRequest, cel.BoolType, map[string]func(*sources) any{
+		"req.user_agent.is_mobile":  ua(func(u *useragent.UserAgent) any { return u.Mobile }),
+		"req.user_agent.is_tablet":  ua(func(u *useragent.UserAgent) any { return u.Tablet }),
+		"req.user_agent.is_desktop": ua(func(u *useragent.UserAgent) any { return u.Desktop }),
+		"req.user_agent.is_bot":     ua(func(u *useragent.UserAgent) any { return u.Bot }),
 	})
 
 	declare(inResponse, num, map[string]func(*sources) any{
@@ -124,6 +137,17 @@ func init() {
 			return out
 		},
 	})
+}
+
+// userAgent is the request's first User-Agent parsed into its parts, once per request however
+// many of them the policy reads (mileusna/useragent, whose parts are the ones ngrok names).
+func (s *sources) userAgent() *useragent.UserAgent {
+	p := s.lazyParts()
+	if p.ua == nil {
+		u := useragent.Parse(s.req.Header.Get("User-Agent"))
+		p.ua = &u
+	}
+	return p.ua
 }
 
 // publicURL is the request's URL as the client asked for it: scheme, host and uri.

@@ -118,3 +118,137 @@ func quote(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 	return `"` + r.Replace(s) + `"`
 }
+
+// TestUserAgentVariables: req.user_agent's parts are the parsed first User-Agent header (a
+// browser, a phone, a tablet, a bot with its URL, no header at all), and the header is parsed
+// once however many parts a policy reads, and again after the request changed.
+func TestUserAgentVariables(t *testing.T) {
+	for ua, want := range map[string]string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91":       "req.user_agent.name == 'Edge' && req.user_agent.version == '120.0.2210.91' && req.user_agent.os == 'Windows' && req.user_agent.os_version == '10.0' && req.user_agent.is_desktop && !req.user_agent.is_mobile && !req.user_agent.is_bot && req.user_agent == '" + "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91" + "'",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1": "req.user_agent.name == 'Safari' && req.user_agent.os == 'iOS' && req.user_agent.device == 'iPhone' && req.user_agent.is_mobile && !req.user_agent.is_tablet && !req.user_agent.is_desktop",
+		"Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1":          "req.user_agent.device == 'iPad' && req.user_agent.is_tablet && !req.user_agent.is_mobile",
+		"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)":                                                                "req.user_agent.name == 'Googlebot' && req.user_agent.is_bot && req.user_agent.url == 'http://www.google.com/bot.html'",
+		"": "req.user_agent.name == '' && req.user_agent.version == '' && !req.user_agent.is_bot && !req.user_agent.is_desktop",
+	} {
+		r := httptest.NewRequest("GET", "https://a.test/", nil)
+		if ua != "" {
+			r.Header.Set("User-Agent", ua)
+		}
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		p, err := Parse(`{"on_http_request":[{"expressions":[` + quote(want) + `],"actions":[{"type":"deny"}]}]}`)
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if err := p.Unavailable(); err != nil {
+			t.Errorf("%s: %v", want, err)
+		}
+		if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+			t.Errorf("%q: %s: %v %v", ua, want, ok, err)
+		}
+		if src := vars[srcKey].(*sources); ua != "" && (src.parts == nil || src.parts.ua == nil || src.parts.ua.String != ua) {
+			t.Errorf("%q: the parse is not kept", ua)
+		}
+		r2 := httptest.NewRequest("GET", "https://a.test/", nil)
+		r2.Header.Set("User-Agent", "curl/8.5.0")
+		RequestVars(vars, r2, "https")
+		delete(vars, "req.user_agent.name")
+		if v, _ := Lookup(vars, "req.user_agent.name"); v != "curl" {
+			t.Errorf("%q: after the request changed, name %v", ua, v)
+		}
+	}
+}
+
+// servedBy is a listener's record of the certificate it presents for one name.
+type servedBy map[string]*x509.Certificate
+
+func (s servedBy) ServedCertificate(name string) *x509.Certificate { return s[name] }
+
+func (servedBy) Bytes() (int64, int64, bool) { return 0, 0, false }
+
+// TestServerCertificateVariables: conn.tls.server.* are the parts of the certificate the
+// listener presents for the connection's server name, looked up once per request; without TLS,
+// or a name served no certificate, they are empty.
+func TestServerCertificateVariables(t *testing.T) {
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "app.example.com", Organization: []string{"Edge"}},
+		Issuer: pkix.Name{CommonName: "Edge CA", Country: []string{"NZ"}}, SerialNumber: big.NewInt(4096),
+		DNSNames: []string{"app.example.com", "*.example.com"}, SignatureAlgorithm: x509.ECDSAWithSHA256,
+		NotBefore: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)}
+	lookups := 0
+	served := countingServed{servedBy{"app.example.com": cert}, &lookups}
+	r := httptest.NewRequest("GET", "https://app.example.com/", nil)
+	r.TLS = &tls.ConnectionState{Version: tls.VersionTLS13, ServerName: "app.example.com"}
+	vars := RequestVars(ConnVars("192.0.2.1:1", "10.0.0.1:443"), r, "https")
+	SetConn(vars, served)
+	expr := "conn.tls.server.subject.common_name == 'app.example.com' && conn.tls.server.subject.organization == ['Edge'] && " +
+		"conn.tls.server.issuer.common_name == 'Edge CA' && conn.tls.server.issuer.country == ['NZ'] && conn.tls.server.serial_number == '1000' && " +
+		"conn.tls.server.san.dns_names == ['app.example.com', '*.example.com'] && conn.tls.server.san == 'app.example.com,*.example.com' && " +
+		"conn.tls.server.signature_algorithm == 'ECDSA-SHA256' && conn.tls.server.validity.not_after == timestamp('2026-04-01T00:00:00Z') && " +
+		"conn.tls.server.validity.not_before < conn.tls.server.validity.not_after && conn.tls.client.subject == ''"
+	p, err := Parse(`{"on_http_request":[{"expressions":[` + quote(expr) + `],"actions":[{"type":"deny"}]}]}`)
+	if err != nil || p.Unavailable() != nil {
+		t.Fatalf("%v %v", err, p.Unavailable())
+	}
+	if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+		t.Errorf("%v %v", ok, err)
+	}
+	if lookups != 1 {
+		t.Errorf("the certificate was looked up %d times, want once", lookups)
+	}
+	empty, _ := Parse(`{"on_http_request":[{"expressions":["conn.tls.server.subject == '' && conn.tls.server.san.dns_names == [] && conn.tls.server.validity.not_after == timestamp('0001-01-01T00:00:00Z')"],"actions":[{"type":"deny"}]}]}`)
+	plain := RequestVars(ConnVars("192.0.2.1:1", "10.0.0.1:80"), httptest.NewRequest("GET", "http://app.example.com/", nil), "http")
+	SetConn(plain, served)
+	other := httptest.NewRequest("GET", "https://other.example.com/", nil)
+	other.TLS = &tls.ConnectionState{ServerName: "other.example.com"}
+	unserved := RequestVars(ConnVars("192.0.2.1:1", "10.0.0.1:443"), other, "https")
+	SetConn(unserved, served)
+	for what, v := range map[string]map[string]any{"plain http": plain, "a name with no certificate": unserved} {
+		if ok, err := empty.OnHTTPRequest[0].Match(v); !ok || err != nil {
+			t.Errorf("%s: %v %v", what, ok, err)
+		}
+	}
+}
+
+// countingServed counts the lookups of a servedBy.
+type countingServed struct {
+	servedBy
+	n *int
+}
+
+func (c countingServed) ServedCertificate(name string) *x509.Certificate {
+	*c.n++
+	return c.servedBy.ServedCertificate(name)
+}
+
+// counted is a connection whose listener counted 300 bytes in and 4000 out.
+type counted struct{ servedBy }
+
+func (counted) Bytes() (int64, int64, bool) { return 300, 4000, true }
+
+// TestConnBytesVariables: conn.bytes_in and conn.bytes_out are the listener's counts; on a
+// connection it does not count (or with no connection at all) reading them is an error naming
+// why, never 0, and a document reading them says so (Reads("conn.bytes")) for the listener.
+func TestConnBytesVariables(t *testing.T) {
+	p, err := Parse(`{"on_http_request":[{"expressions":["conn.bytes_in == 300 && conn.bytes_out > 1000"],"actions":[{"type":"deny"}]}]}`)
+	if err != nil || p.Unavailable() != nil || !p.Reads("conn.bytes") {
+		t.Fatalf("%v %v reads %v", err, p.Unavailable(), p.Reads("conn.bytes"))
+	}
+	r := httptest.NewRequest("GET", "https://a.test/", nil)
+	vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+	SetConn(vars, counted{})
+	if ok, err := p.OnHTTPRequest[0].Match(vars); !ok || err != nil {
+		t.Errorf("counted: %v %v", ok, err)
+	}
+	for what, c := range map[string]Conn{"not counted": servedBy{}, "no connection": nil} {
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		if c != nil {
+			SetConn(vars, c)
+		}
+		if _, err := p.OnHTTPRequest[0].Match(vars); err == nil || !strings.Contains(err.Error(), "conn.bytes_in: this connection's bytes are not counted") {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	other, _ := Parse(`{"on_http_request":[{"expressions":["conn.client_ip == '1.2.3.4'"],"actions":[{"type":"deny"}]}]}`)
+	if other.Reads("conn.bytes") {
+		t.Error("a document not reading the counts says it does")
+	}
+}

@@ -171,6 +171,7 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 			return false
 		}
 		next[row.ID] = newRemoteTunnel(row, id, d.link, plan.BindEnv{Env: d.g.cfg.Env, Log: d.g.cfg.PolicyLog})
+		next[row.ID].gw = d.g
 		changed = true
 		if next[row.ID].broken != "" {
 			d.g.log.Warn("directory: a remote tunnel fails closed here", "replica", id, "tunnel", row.ID, "why", next[row.ID].broken)

@@ -152,7 +152,7 @@ func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, p
 			return
 		}
 		_ = st.SetWriteDeadline(time.Time{})
-		ch <- result{t.streams.track(st), nil}
+		ch <- result{t.sess.countOpen(t.streams.track(st)), nil}
 	}()
 	select {
 	case r := <-ch:

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -42,7 +43,10 @@ type remoteTunnel struct {
 	// broken says why the row's options could not be opened or built here (a module this
 	// replica cannot apply, a key it does not have): the endpoint fails closed instead of being
 	// served without them.
-	broken  string
+	broken string
+	// gw finds the bind again when its agent has moved to another replica (moved.go); nil in
+	// tests that build a remote tunnel alone.
+	gw      *Gateway
 	handler struct {
 		once sync.Once
 		h    http.Handler
@@ -126,7 +130,25 @@ func (r *remoteTunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
 // Dial opens a link stream to the holding replica, which opens the agent's stream for it with
 // this proxy header. Its errors wrap peer.ErrNoTunnel (the agent has gone since the row was
 // read), peer.ErrAgentDial or peer.ErrUnavailable (the replica could not be asked).
+//
+// When the holder no longer has the tunnel, or cannot be reached, the bind may be on its way to
+// another replica (a rolling restart, a replica lost): the stream goes to where it is online
+// again, within movedWait (moved.go).
 func (r *remoteTunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
+	c, err := r.dial(ctx, clientAddr, proto, edgeType, passthrough)
+	if err == nil || r.gw == nil || !(errors.Is(err, peer.ErrNoTunnel) || errors.Is(err, peer.ErrUnavailable)) {
+		return c, err
+	}
+	switch next := r.gw.relocate(ctx, r).(type) {
+	case *Tunnel:
+		return next.Dial(ctx, clientAddr, proto, edgeType, passthrough)
+	case *remoteTunnel:
+		return next.dial(ctx, clientAddr, proto, edgeType, passthrough)
+	}
+	return nil, err
+}
+
+func (r *remoteTunnel) dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
 	return r.link.Dial(ctx, r.replica, "", peer.Request{TunnelID: r.row.ID, ClientAddr: clientAddr, Proto: proto,
 		EdgeType: edgeType, Passthrough: passthrough})
 }

@@ -51,6 +51,9 @@ type session struct {
 	// guard bounds the streams the agent holds open and the bytes it has sent on them
 	// (streamguard.go); its limits rise once Auth has succeeded.
 	guard *streamGuard
+	// open counts the proxy streams open to the agent now, public connections and other
+	// replicas' alike: a handover's drain ends a session only once none is left (drain.go).
+	open atomic.Int64
 
 	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
 	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.

@@ -184,12 +184,16 @@ type dataPlane struct {
 	st            *store.Store
 	// log is the logger evictions are reported to, once start has one.
 	log atomic.Pointer[slog.Logger]
+	// expected are the endpoints a handover said are coming (handover.go); waiter is the
+	// public listeners' patience with them and with those recently online here.
+	expected []string
+	waiter   *endpointWaiter
 }
 
 // listen checks the flags and takes the data plane's ports, before the database is touched, so
 // that a port in use fails the start at once.
-func (f *dataPlaneFlags) listen() (*dataPlane, error) {
-	d := &dataPlane{metrics: newDataPlaneMetrics()}
+func (f *dataPlaneFlags) listen(set *socketSet) (*dataPlane, error) {
+	d := &dataPlane{metrics: newDataPlaneMetrics(), expected: set.in.expected}
 	agentLimits, publicLimits, err := f.connLimits()
 	if err != nil {
 		return nil, err
@@ -238,19 +242,17 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 			return nil, fmt.Errorf("--outbound-ca: %s holds no PEM certificate", *f.outboundCA)
 		}
 	}
-	take := func(flagName, addr string) net.Listener {
+	take := func(name, addr string) net.Listener {
 		if err != nil || addr == "" {
 			return nil
 		}
 		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			err = fmt.Errorf("--%s: %w", flagName, err)
-		}
+		ln, err = set.listen(name, addr)
 		return ln
 	}
-	d.agentLn = take("agent-listen", *f.agentListen)
-	d.httpLn = take("http-listen", *f.httpListen)
-	d.httpsLn = take("https-listen", *f.httpsListen)
+	d.agentLn = take("agent", *f.agentListen)
+	d.httpLn = take("http", *f.httpListen)
+	d.httpsLn = take("https", *f.httpsListen)
 	if err == nil {
 		d.dns, err = f.dns.listenDNS()
 	}
@@ -272,7 +274,7 @@ func (f *dataPlaneFlags) listen() (*dataPlane, error) {
 	if d.httpsLn != nil {
 		d.httpsLn = d.public.ListenPending(d.httpsLn)
 	}
-	if err := d.listenPeer(f.peer); err != nil {
+	if err := d.listenPeer(f.peer, set); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -387,21 +389,8 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Version:   versionString(),
 	})
 	// One view of the endpoints for the listeners: this replica's agents' and, with a link,
-	// the other replicas'.
-	d.pub.SetLookup(func(proto, host string) ingress.Endpoint {
-		if t := d.gw.Endpoint(proto, host); t != nil {
-			return t
-		}
-		return nil
-	})
-	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
-		tunnels := d.gw.Labeled(account, labels)
-		out := make([]ingress.Endpoint, len(tunnels))
-		for i, t := range tunnels {
-			out[i] = t
-		}
-		return out
-	})
+	// the other replicas'; patient with those whose agents are moving (dataplane_drain.go).
+	d.setLookups(newEndpointWaiter(d.expected))
 	if d.planner, err = plan.NewPlanner(ctx, st, log, d.pub.EdgeHandler(), env, d.metrics.observePlanBuild); err != nil {
 		return fmt.Errorf("routing plan: %w", err)
 	}
@@ -412,7 +401,8 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	// uploaded certificates; the registry the online endpoints.
 	certs.Allowed = func(host string) bool {
 		pl := d.planner.Plan()
-		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host) || d.gw.Unrouted(host)
+		return d.gw.Online("https", host) || d.gw.Online("tls", host) || pl.Serves(host) || pl.Reserved(host) || d.gw.Unrouted(host) ||
+			d.waiter.expected("https://"+host) || d.waiter.expected("tls://"+host)
 	}
 	certs.Uploaded = func(host string) *tls.Certificate { return d.planner.Plan().Certificate(host) }
 	certs.ServiceDomains = settings.ServiceDomains

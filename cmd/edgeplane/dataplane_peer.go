@@ -47,7 +47,7 @@ const (
 // listenPeer takes the link's port and works out the address this replica advertises: the
 // flag's, else the listener's own, which must then name one interface (other replicas cannot
 // dial 0.0.0.0 or [::]).
-func (d *dataPlane) listenPeer(f *peerFlags) error {
+func (d *dataPlane) listenPeer(f *peerFlags, set *socketSet) error {
 	if *f.listen == "" {
 		if *f.advertise != "" {
 			return errors.New("--peer-advertise needs --peer-listen: there is no link to advertise")
@@ -60,9 +60,9 @@ func (d *dataPlane) listenPeer(f *peerFlags) error {
 			return fmt.Errorf("--peer-advertise %q: %w", advertise, err)
 		}
 	}
-	ln, err := net.Listen("tcp", *f.listen)
+	ln, err := set.listen("peer", *f.listen)
 	if err != nil {
-		return fmt.Errorf("--peer-listen: %w", err)
+		return err
 	}
 	if advertise == "" {
 		if err := dialable(ln.Addr().String()); err != nil {

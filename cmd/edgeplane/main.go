@@ -39,6 +39,10 @@ const (
 	writeTimeout      = 60 * time.Second
 	idleTimeout       = 120 * time.Second
 	shutdownTimeout   = 15 * time.Second
+	// defaultDrainTimeout is --drain-timeout's default: how long the old process of a handover
+	// lets requests in flight and agents' open streams finish. Longer than shutdownTimeout,
+	// since the new process already serves everything else meanwhile.
+	defaultDrainTimeout = 30 * time.Second
 	// defaultMaxConnections bounds concurrent client connections (--max-connections).
 	defaultMaxConnections = 1024
 	// defaultMaxConnectionsPerIP bounds those from one client address

@@ -33,8 +33,10 @@ type serveConfig struct {
 	settings                            ep.Settings
 	limit                               server.RateLimit
 	dp                                  *dataPlaneFlags
-	console                             *consoleFlags
-	timeout                             struct{ readHeader, read, write, idle, unauthIdle time.Duration }
+	// drainTimeout bounds a handover's drain of this process (handover.go).
+	drainTimeout time.Duration
+	console      *consoleFlags
+	timeout      struct{ readHeader, read, write, idle, unauthIdle time.Duration }
 }
 
 // parseServe reads serve's flags (each with its EDGEPLANE_ variable) and checks them.
@@ -88,6 +90,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 			idleTimeout, &c.timeout.idle, nil},
 		{"unauthenticated-idle-timeout", "EDGEPLANE_UNAUTHENTICATED_IDLE_TIMEOUT", "longest a keep-alive connection that never sent a valid API key may wait for its next request",
 			unauthenticatedIdleTimeout, &c.timeout.unauthIdle, nil},
+		{"drain-timeout", "EDGEPLANE_DRAIN_TIMEOUT", "after a handover (SIGUSR2), longest the old process waits for the requests in flight and the agents' streams before it ends what is left and exits",
+			defaultDrainTimeout, &c.drainTimeout, nil},
 	}
 	for i := range timeoutFlags {
 		f := &timeoutFlags[i]
@@ -149,25 +153,31 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 type sockets struct {
 	api, metrics net.Listener
 	dp           *dataPlane
+	// set opened them, from the sockets a handover passed to this process where it did.
+	set *socketSet
 }
 
 // openSockets takes every port of the configuration, or none.
 func (c *serveConfig) openSockets() (_ *sockets, err error) {
-	s := &sockets{}
+	in, err := parseInherited(os.Getenv(inheritEnv))
+	if err != nil {
+		return nil, usageErrorf("serve", "%v", err)
+	}
+	s := &sockets{set: &socketSet{in: in}}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
-	if s.api, err = net.Listen("tcp", c.listen); err != nil {
-		return nil, fmt.Errorf("--listen: %w", err)
+	if s.api, err = s.set.listen("api", c.listen); err != nil {
+		return nil, err
 	}
-	if s.dp, err = c.dp.listen(); err != nil {
+	if s.dp, err = c.dp.listen(s.set); err != nil {
 		return nil, err
 	}
 	if c.metricsListen != "" {
-		if s.metrics, err = net.Listen("tcp", c.metricsListen); err != nil {
-			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		if s.metrics, err = s.set.listen("metrics", c.metricsListen); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -182,6 +192,7 @@ func (s *sockets) close() {
 	if s.dp != nil {
 		s.dp.Close()
 	}
+	s.set.in.close()
 }
 
 // httpServer is the API's HTTP server with the configured timeouts and limits.
@@ -254,10 +265,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := socks.dp.registerMetrics(metrics, apiConns); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	var msrv *http.Server
 	if socks.metrics != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.timeout.readHeader}
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.timeout.readHeader}
 		go func() { _ = msrv.Serve(socks.metrics) }()
 		defer msrv.Close()
 		log.Info("metrics listening", "addr", socks.metrics.Addr().String())
@@ -274,10 +286,24 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
 	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
+	handedOver := make(chan int, 1)
+	stopUSR2 := listenForHandover(&handover{socks: socks.set, log: log, endpoints: socks.dp.onlineKeys}, handedOver)
+	defer stopUSR2()
+	if socks.set.in.ready != nil {
+		if err := socks.set.in.signalReady(); err != nil {
+			log.Warn("handover: cannot tell the old process this one is ready", "err", err)
+		}
+		// The old process names this one systemd's main process (listenForHandover).
+		log.Info("handover: serving on the inherited sockets", "pid", os.Getpid())
+	} else {
+		sdNotify("READY=1")
+	}
 
 	select {
 	case err := <-errc:
 		return err
+	case pid := <-handedOver:
+		return drainAfterHandover(cfg, log, pid, srv, msrv, socks.dp)
 	case <-ctx.Done():
 	}
 	// A second SIGINT or SIGTERM during the graceful wait ends the process at once.

@@ -21,13 +21,16 @@ import (
 
 // actionsUpstream is the agent's side of the traffic policy action tests: /echo answers with
 // the body and the X-Who and X-User headers it got, /fail with 500, /secret with a secret in
-// its body, /sse with an event stream carrying a token.
+// its body, /big with 2 KB of text, /sse with an event stream carrying a token.
 var actionsUpstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/fail":
 		w.WriteHeader(500)
 	case "/secret":
 		_, _ = io.WriteString(w, "the password is s3cr3t")
+	case "/big":
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, strings.Repeat("a compressible page ", 100))
 	case "/sse":
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, tok := range []string{"abc", "def"} {

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/edgeplane/edgeplane/ingress"
+)
+
+// The old process's side of a handover (handover.go) once its successor is ready, and the new
+// process's patience with endpoints whose agents are on their way to it.
+
+// listenForHandover starts a handover on each SIGUSR2, one at a time: a signal while one is
+// under way is refused with a log line. The successor's pid is sent on done once it is ready;
+// stop ends the listening.
+func listenForHandover(h *handover, done chan<- int) (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR2)
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-quit:
+				return
+			case <-sig:
+			}
+			if err := h.begin(); err != nil {
+				h.log.Warn("handover refused: SIGUSR2 while a handover is under way", "err", err)
+				continue
+			}
+			h.log.Info("handover: starting a new process on this process's sockets")
+			sdNotify(reloading())
+			go func() {
+				pid, err := h.start()
+				if err != nil {
+					h.log.Error("handover failed: this process goes on serving", "err", err)
+					sdNotify("READY=1")
+					h.failed()
+					return
+				}
+				// Under systemd (NotifyAccess=main), only the main process may name its successor.
+				sdNotify(fmt.Sprintf("MAINPID=%d\nREADY=1", pid))
+				done <- pid // the claim is kept: this process drains and exits
+			}()
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(quit)
+	}
+}
+
+// drainAfterHandover stops this process accepting anything (its successor accepts on the same
+// sockets), lets the API's and the public listeners' requests in flight finish, ends the agents'
+// sessions as their streams finish, and returns, for at most --drain-timeout.
+func drainAfterHandover(cfg *serveConfig, log *slog.Logger, pid int, api, metrics *http.Server, dp *dataPlane) error {
+	signal.Reset(os.Interrupt, syscall.SIGTERM) // a SIGINT or SIGTERM now ends the process at once
+	log.Info("handover: the new process serves; this one stops accepting and drains", "pid", pid, "drain_timeout", cfg.drainTimeout)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.drainTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = api.Shutdown(ctx)
+	}()
+	if metrics != nil {
+		_ = metrics.Close()
+	}
+	cut := dp.drain(ctx)
+	wg.Wait()
+	if cut > 0 || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		log.Warn("handover: the drain timeout ended what was still in flight", "sessions_cut", cut, "drain_timeout", cfg.drainTimeout)
+	}
+	log.Info("handover: drained; exiting", "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// drainSettle is how long after the public listeners stop accepting the agents' sessions start
+// to end: a request whose head was arriving then has opened its stream to the agent by now,
+// and that stream holds its session until the response is done.
+const drainSettle = 300 * time.Millisecond
+
+// drainIdlePoll is how often a drain closes the proxy's idle streams to agents.
+const drainIdlePoll = 10 * time.Millisecond
+
+// drain is the data plane's part: no new agent, peer or public connection; the public HTTP
+// requests in flight finish; each agent session ends once it has no stream open (its agent
+// reconnects to the successor at once). It returns how many sessions the deadline cut.
+func (d *dataPlane) drain(ctx context.Context) (cut int) {
+	if d.gw == nil {
+		return 0
+	}
+	for _, ln := range []net.Listener{d.agentLn, d.peerLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	pubDone := make(chan struct{})
+	go func() {
+		d.pub.Drain(ctx)
+		close(pubDone)
+	}()
+	settle := time.NewTimer(drainSettle)
+	defer settle.Stop()
+	select {
+	case <-pubDone:
+	case <-settle.C:
+	case <-ctx.Done():
+	}
+	// The proxy's idle streams to agents, kept for a next request, would hold their sessions
+	// open: close them as the requests in flight finish.
+	gwDone := make(chan struct{})
+	go func() {
+		t := time.NewTicker(drainIdlePoll)
+		defer t.Stop()
+		for {
+			d.pub.CloseIdleUpstreams()
+			select {
+			case <-gwDone:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	cut = d.gw.Drain(ctx)
+	close(gwDone)
+	<-pubDone
+	return cut
+}
+
+// Waiting for an endpoint. While an agent moves from one process to another (a handover, a
+// replica's rolling restart, a replica lost), its endpoint is offline for the time its agent
+// takes to reconnect, typically well under half a second. A public request for an endpoint
+// that is offline now waits up to endpointWait for it, rather than being answered
+// ERR_NGROK_3200 at once, when it is expected back: this process served it less than
+// recentWindow ago, or took over from a process that had it online (handover.go). A name
+// nobody served gets its answer at once, and so does one that did not come back within one wait.
+const (
+	endpointWait     = 750 * time.Millisecond
+	endpointWaitPoll = 15 * time.Millisecond
+	recentWindow     = 30 * time.Second
+	// maxRecent bounds the names remembered; past it the memory starts again.
+	maxRecent = 1 << 16
+)
+
+// endpointWaiter remembers the endpoints this process served lately.
+type endpointWaiter struct {
+	mu   sync.RWMutex
+	seen map[string]time.Time
+}
+
+// newEndpointWaiter starts with the endpoints a handover said are coming (keys as onlineKeys
+// writes them).
+func newEndpointWaiter(expected []string) *endpointWaiter {
+	w := &endpointWaiter{seen: map[string]time.Time{}}
+	now := time.Now()
+	for _, k := range expected {
+		if len(w.seen) < maxRecent {
+			w.seen[k] = now
+		}
+	}
+	return w
+}
+
+// served records that key was online now; it writes at most once a second per key.
+func (w *endpointWaiter) served(key string) {
+	now := time.Now()
+	w.mu.RLock()
+	last, ok := w.seen[key]
+	w.mu.RUnlock()
+	if ok && now.Sub(last) < time.Second {
+		return
+	}
+	w.mu.Lock()
+	if len(w.seen) >= maxRecent {
+		clear(w.seen)
+	}
+	w.seen[key] = now
+	w.mu.Unlock()
+}
+
+// recent lists the keys served less than recentWindow ago.
+func (w *endpointWaiter) recent() []string {
+	now := time.Now()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	keys := make([]string, 0, len(w.seen))
+	for k, at := range w.seen {
+		if now.Sub(at) < recentWindow {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// expected reports whether an offline key is worth waiting for.
+func (w *endpointWaiter) expected(key string) bool {
+	now := time.Now()
+	w.mu.RLock()
+	last, ok := w.seen[key]
+	w.mu.RUnlock()
+	return ok && now.Sub(last) < recentWindow
+}
+
+// await returns find's answer, waiting up to endpointWait for a non-empty one when key is
+// expected back.
+func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
+	v, ok := find()
+	if ok {
+		w.served(key)
+		return v
+	}
+	if !w.expected(key) {
+		return v
+	}
+	deadline := time.Now().Add(endpointWait)
+	for time.Now().Before(deadline) {
+		time.Sleep(endpointWaitPoll)
+		if v, ok = find(); ok {
+			w.served(key)
+			return v
+		}
+	}
+	// Not back in time: the next lookups (the same request's, past its TLS handshake, and the
+	// next requests') are answered at once, until the endpoint is served again.
+	w.forget(key)
+	return v
+}
+
+// forget stops expecting key.
+func (w *endpointWaiter) forget(key string) {
+	w.mu.Lock()
+	delete(w.seen, key)
+	w.mu.Unlock()
+}
+
+// onlineKeys lists the endpoints online on this replica and those it served lately (other
+// replicas' agents', with a link), as endpointWaiter's keys: a successor waits for them too.
+func (d *dataPlane) onlineKeys() []string {
+	if d.gw == nil {
+		return nil
+	}
+	keys := d.waiter.recent()
+	d.gw.EachLocal(func(proto, host, account string, labels map[string]string) {
+		switch {
+		case proto == "":
+			keys = append(keys, labeledKey(account, labels))
+		case host != "":
+			keys = append(keys, proto+"://"+host)
+		}
+	})
+	return keys
+}
+
+// setLookups gives the public listeners this replica's view of the endpoints, patient with
+// those expected back (endpointWaiter).
+func (d *dataPlane) setLookups(w *endpointWaiter) {
+	d.waiter = w
+	d.pub.SetLookup(func(proto, host string) ingress.Endpoint {
+		return await(w, proto+"://"+host, func() (ingress.Endpoint, bool) {
+			if t := d.gw.Endpoint(proto, host); t != nil {
+				return t, true
+			}
+			return nil, false
+		})
+	})
+	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
+		return await(w, labeledKey(account, labels), func() ([]ingress.Endpoint, bool) {
+			tunnels := d.gw.Labeled(account, labels)
+			out := make([]ingress.Endpoint, len(tunnels))
+			for i, t := range tunnels {
+				out[i] = t
+			}
+			return out, len(out) > 0
+		})
+	})
+}
+
+// labeledKey names a tunnel group: its account and its labels, sorted.
+func labeledKey(account string, labels map[string]string) string {
+	kv := make([]string, 0, len(labels))
+	for k, v := range labels {
+		kv = append(kv, k+"="+v)
+	}
+	sort.Strings(kv)
+	return "labels:" + account + ":" + strings.Join(kv, "&")
+}

@@ -1,0 +1,60 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/ngrok/config"
+)
+
+// TestClusterRollingRestart: three replicas behind HAProxy are restarted one after another with
+// a handover (SIGUSR2), each once the endpoints are served everywhere again, while public
+// requests for the endpoints of four agents (three ngrok-go sessions the balancer spreads over
+// the replicas, and the Node SDK, whose reconnect backoff leaves no room for a failed first
+// attempt) run in a loop through the balancer. Not one request fails.
+func TestClusterRollingRestart(t *testing.T) {
+	c := startCluster(t)
+	a := c.lb
+	_, token := a.credential()
+	type endpoint struct{ url, want string }
+	var eps []endpoint
+	for i := range 3 {
+		name := fmt.Sprintf("roll%d.edgeplane.app", i)
+		sess := a.mustConnect(token)
+		tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serveTunnel(t, tun, http.HandlerFunc(hello))
+		eps = append(eps, endpoint{"https://" + name + "/", "hello host=" + name})
+	}
+	if events := a.runNodeSDK("forward", token, "node.edgeplane.app"); events[len(events)-1].Event != "ready" {
+		t.Fatalf("node sdk.js: %+v", events)
+	}
+	eps = append(eps, endpoint{"https://node.edgeplane.app/", "node upstream"})
+	for _, ep := range eps {
+		c.waitServed(ep.url, ep.want)
+	}
+	var loops []*requestLoop
+	for _, ep := range eps {
+		loops = append(loops, startLoop(a.httpsClient(), ep.url, ep.want, 1))
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, r := range c.replicas {
+		sent, draining := newRestarter(r.world).handover(t)
+		start := time.Now()
+		for _, ep := range eps {
+			c.waitServed(ep.url, ep.want)
+		}
+		t.Logf("replica %s: drained %v after SIGUSR2; every endpoint served by every replica %v after that",
+			r.ip, draining.Sub(sent).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	}
+	time.Sleep(500 * time.Millisecond)
+	for i, l := range loops {
+		t.Logf("%s:", eps[i].url)
+		l.stop(t)
+	}
+}

@@ -1,0 +1,87 @@
+package tunnel
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+)
+
+// A handover (serve's SIGUSR2) moves the agents from this process to its successor, which
+// listens on the same sockets. Ending a session makes its agent reconnect at once, to the
+// successor; but a proxy stream still open on the session (a request in flight, a carried TCP
+// connection) would be cut with it. So each session ends as soon as it has no proxy stream
+// open, and one still busy when the drain's time is up ends then.
+
+// drainPoll is how often Drain looks for sessions that have become idle.
+const drainPoll = 10 * time.Millisecond
+
+// openConn is a proxy stream counted by its session's open until it is closed.
+type openConn struct {
+	net.Conn
+	s    *session
+	once sync.Once
+}
+
+// countOpen counts c among the session's open proxy streams until it is closed.
+func (s *session) countOpen(c net.Conn) net.Conn {
+	s.open.Add(1)
+	return &openConn{Conn: c, s: s}
+}
+
+// Close closes the stream and stops counting it.
+func (c *openConn) Close() error {
+	c.once.Do(func() { c.s.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the stream, for TCP's half-close.
+func (c *openConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+// Drain ends every agent session once it has no proxy stream open, so that its agent
+// reconnects (to the process taking over the listener) without a request in flight being cut;
+// when ctx ends first, the sessions still busy end then. It returns when every session it found
+// has ended, and how many of them had to be cut. New sessions are not accepted meanwhile: the
+// listener's owner has closed it. Close still stops the gateway afterwards.
+func (g *Gateway) Drain(ctx context.Context) (cut int) {
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	for {
+		left := 0
+		for _, s := range g.snapshotSessions() {
+			if s.open.Load() > 0 {
+				left++
+				continue
+			}
+			s.close()
+		}
+		if left == 0 {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			for _, s := range g.snapshotSessions() {
+				cut++
+				s.close()
+			}
+			return cut
+		case <-t.C:
+		}
+	}
+}
+
+// EachLocal calls f with every tunnel of this replica's agents: its proto ("" for a labeled
+// tunnel), its hostname (http, https, tls), its account and its labels. A handover tells its
+// successor these, as the endpoints whose agents are about to reconnect to it.
+func (g *Gateway) EachLocal(f func(proto, host, account string, labels map[string]string)) {
+	for _, s := range g.snapshotSessions() {
+		for _, t := range s.tunnelList() {
+			f(t.proto, t.host, s.cred.AccountID, t.labels)
+		}
+	}
+}
