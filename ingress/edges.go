@@ -121,7 +121,8 @@ func (s *Server) outboundOptions() outbound.Options {
 }
 
 // serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when
-// its tls_termination says so (plaintext to the backend), else passed through untouched.
+// its tls_termination says so or a terminate-tls of its traffic policy applies to the
+// connection (plaintext to the backend), else passed through untouched.
 func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
@@ -137,8 +138,13 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 		return
 	}
 	var pub net.Conn = c
-	if e.Terminate {
-		cfg := connTLS(s.tlsBase, e.TLS, nil)
+	ct, err := e.ConnTLS(plan.Hello{Client: c.RemoteAddr(), Server: c.LocalAddr(), ServerName: sni})
+	if err != nil {
+		tr.refused(handshakeFailed)
+		return
+	}
+	if ct.Terminate {
+		cfg := connTLS(s.tlsBase, ct.Policy, ct.Cert)
 		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {
@@ -147,7 +153,7 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 		}
 		pub = tc
 	}
-	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !e.Terminate})
+	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !ct.Terminate})
 	if !ok || t.dial == nil {
 		tr.refused(noBackend)
 		return

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -25,8 +24,8 @@ func (e *upstreamEndpoint) Chain() *enforce.Chain                              {
 func (e *upstreamEndpoint) AllowConn(net.Conn) bool                            { return true }
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *upstreamEndpoint) Passthrough() bool                                  { return false }
-func (e *upstreamEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	return plan.TLSPolicy{}, nil
+func (e *upstreamEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {
+	return plan.ConnTLS{}, nil
 }
 func (e *upstreamEndpoint) Dial(ctx context.Context, _, _, _ string, _ bool) (net.Conn, error) {
 	return (&net.Dialer{}).DialContext(ctx, "tcp", e.addr)

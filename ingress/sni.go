@@ -135,8 +135,16 @@ func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error
 		return connTLS(s.tlsBase, e.TLS, nil), nil
 	}
 	if ep != nil {
-		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || policy.MaxVersion != 0 || cert != nil {
-			return connTLS(s.tlsBase, policy, cert), nil
+		h := plan.Hello{ServerName: name}
+		if hello.Conn != nil {
+			h.Client, h.Server = hello.Conn.RemoteAddr(), hello.Conn.LocalAddr()
+		}
+		ct, err := ep.TLSFor(h)
+		if err != nil {
+			return nil, err // an expression of terminate-tls's rule failed: no handshake
+		}
+		if policy := ct.Policy; policy.MutualTLS || policy.MinVersion != 0 || policy.MaxVersion != 0 || ct.Cert != nil {
+			return connTLS(s.tlsBase, policy, ct.Cert), nil
 		}
 	}
 	return nil, nil
@@ -185,10 +193,14 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 		return
 	}
 	var pub net.Conn = c
-	passthrough := ep.Passthrough()
+	ct, err := ep.TLSFor(plan.Hello{Client: c.RemoteAddr(), Server: c.LocalAddr(), ServerName: sni})
+	if err != nil {
+		tr.refused(handshakeFailed)
+		return
+	}
+	passthrough := ep.Passthrough() && !ct.Terminate
 	if !passthrough {
-		policy, cert := ep.TLSPolicy()
-		cfg := connTLS(s.tlsBase, policy, cert)
+		cfg := connTLS(s.tlsBase, ct.Policy, ct.Cert)
 		cfg.NextProtos = nil // the plaintext goes to the agent as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {

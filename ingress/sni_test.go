@@ -24,7 +24,9 @@ func (e *tlsEndpoint) Chain() *enforce.Chain                              { retu
 func (e *tlsEndpoint) AllowConn(net.Conn) bool                            { return true }
 func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *tlsEndpoint) Passthrough() bool                                  { return false }
-func (e *tlsEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate)      { return e.policy, e.cert }
+func (e *tlsEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {
+	return plan.ConnTLS{Policy: e.policy, Cert: e.cert}, nil
+}
 func (e *tlsEndpoint) Dial(context.Context, string, string, string, bool) (net.Conn, error) {
 	return nil, net.ErrClosed
 }

@@ -136,7 +136,10 @@ type TLSEdge struct {
 	Edge
 	Terminate bool
 	TLS       TLSPolicy
-	Backend   *Backend
+	// Select is the terminate-tls actions of its traffic_policy (nil: none); ConnTLS applies
+	// them beside the modules.
+	Select  *TLSSelector
+	Backend *Backend
 }
 
 // TCPEdge is a TCP edge on the port of each of its reserved addresses.

@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -27,7 +26,7 @@ type Endpoint interface {
 	HTTPHandler(build func() http.Handler) http.Handler
 	AllowConn(c net.Conn) bool
 	Passthrough() bool
-	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
+	TLSFor(h plan.Hello) (plan.ConnTLS, error)
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
 
@@ -110,13 +109,8 @@ func (r *remoteTunnel) AllowConn(c net.Conn) bool {
 
 func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }
 
-// TLSPolicy is the bind's TLS settings, as Tunnel.TLSPolicy.
-func (r *remoteTunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	if r.mods.tls == nil {
-		return plan.TLSPolicy{}, nil
-	}
-	return r.mods.tls.policy, r.mods.tls.cert
-}
+// TLSFor is the bind's TLS settings for a connection, as Tunnel.TLSFor.
+func (r *remoteTunnel) TLSFor(h plan.Hello) (plan.ConnTLS, error) { return r.mods.tls.connTLS(h) }
 
 // Dial opens a link stream to the holding replica, which opens the agent's stream for it with
 // this proxy header. Its errors wrap peer.ErrNoTunnel (the agent has gone since the row was
