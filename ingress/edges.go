@@ -32,11 +32,12 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 		unenforcedPage(w, "edge", e.ID, e.Unenforced)
 		return
 	}
-	if !e.TLS.Admits(r.TLS) {
+	tp := e.RequestTLS(r)
+	if !tp.Admits(r.TLS) {
 		enforce.MisdirectedClientCert(w) // a keep-alive connection from before mutual_tls was on
 		return
 	}
-	if e.TLS.MutualTLS {
+	if tp.MutualTLS {
 		enforce.SetClientCertHeaders(r.Header, r.TLS) // what ngrok's mutual TLS module tells the upstream
 	}
 	route := e.Route(r.URL.Path)

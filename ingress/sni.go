@@ -131,14 +131,18 @@ func (s *Server) routeTLS(c net.Conn) {
 func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
 	e, ep := s.httpsRoute(name)
+	h := plan.Hello{ServerName: name}
+	if hello.Conn != nil {
+		h.Client, h.Server = hello.Conn.RemoteAddr(), hello.Conn.LocalAddr()
+	}
 	if e != nil {
-		return connTLS(s.tlsBase, e.TLS, nil), nil
+		ct, err := e.ConnTLS(h)
+		if err != nil {
+			return nil, err // an expression of terminate-tls's rule failed: no handshake
+		}
+		return connTLS(s.tlsBase, ct.Policy, ct.Cert), nil
 	}
 	if ep != nil {
-		h := plan.Hello{ServerName: name}
-		if hello.Conn != nil {
-			h.Client, h.Server = hello.Conn.RemoteAddr(), hello.Conn.LocalAddr()
-		}
 		ct, err := ep.TLSFor(h)
 		if err != nil {
 			return nil, err // an expression of terminate-tls's rule failed: no handshake

@@ -161,6 +161,7 @@ func (l *Live) Build(s *Snapshot, final http.Handler) *Account {
 		for _, r := range e.Routes {
 			pe.Routes = append(pe.Routes, b.route(e, r))
 		}
+		pe.Select = b.httpsEdgeTLSSelector(e, pe)
 		sortRoutes(pe.Routes)
 		a.HTTPS = append(a.HTTPS, pe)
 	}

@@ -27,7 +27,8 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 	s := at.Snapshot
 	m := cfg.(*ep.EndpointTrafficPolicy)
 	k := policyKey{sum: sha256.Sum256([]byte(m.Value))}
-	var opts enforce.PolicyOptions
+	// The edge's handshake applies the routes' terminate-tls (httpsEdgeTLSSelector).
+	opts := enforce.PolicyOptions{TerminateTLS: true}
 	if s.Env != nil && s.Env.Outbound != nil {
 		opts.Outbound, k.outbound = s.Env.Outbound, true
 		opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}

@@ -61,7 +61,10 @@ type Edge struct {
 // HTTPSEdge is an HTTPS edge: TLS terminated with the host's certificate, then routes.
 type HTTPSEdge struct {
 	Edge
-	TLS    TLSPolicy
+	TLS TLSPolicy
+	// Select is the terminate-tls rules of its routes' traffic policies (nil: none), which set
+	// its handshake beside the modules (ConnTLS).
+	Select *TLSSelector
 	Routes []*Route // most specific first: exact paths, then prefixes longest first
 }
 

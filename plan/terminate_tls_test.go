@@ -58,3 +58,39 @@ func TestTLSEdgeTerminateTLS(t *testing.T) {
 		t.Errorf("a TCP edge with terminate-tls: %q", e.Unenforced)
 	}
 }
+
+// TestHTTPSEdgeTerminateTLS: an HTTPS edge takes the terminate-tls its routes give for its
+// handshake when they give the same one (a route without any keeps working); routes giving
+// different ones fail closed, naming why, and the edge's handshake keeps its modules' TLS.
+func TestHTTPSEdgeTerminateTLS(t *testing.T) {
+	route := func(id, doc string) *ep.HTTPSEdgeRoute {
+		r := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: id}, MatchType: ep.MatchPathPrefix, Match: "/" + id}
+		if doc != "" {
+			r.TrafficPolicy = &ep.EndpointTrafficPolicy{Enabled: true, Value: doc}
+		}
+		return r
+	}
+	strict := `{"on_tcp_connect":[{"actions":[{"type":"terminate-tls","config":{"min_version":"1.3"}}]}]}`
+	loose := `{"on_tcp_connect":[{"actions":[{"type":"terminate-tls","config":{"max_version":"1.2"}}]}]}`
+	a := testLive.Build(&Snapshot{Account: "acct_1", HTTPSEdges: []*ep.HTTPSEdge{
+		{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_same"}}, Routes: []*ep.HTTPSEdgeRoute{route("a", strict), route("b", strict), route("c", "")}},
+		{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_diff"}}, Routes: []*ep.HTTPSEdgeRoute{route("d", strict), route("e", loose)}},
+	}}, nil)
+	same, diff := a.HTTPS[0], a.HTTPS[1]
+	for _, r := range same.Routes {
+		if r.Unenforced != "" {
+			t.Errorf("route %s: %q", r.ID, r.Unenforced)
+		}
+	}
+	if c, err := same.ConnTLS(Hello{ServerName: "x"}); err != nil || c.Policy.MinVersion != tls.VersionTLS13 {
+		t.Errorf("the edge whose routes agree: %+v %v", c, err)
+	}
+	for _, r := range diff.Routes {
+		if !strings.Contains(r.Unenforced, "give different ones") {
+			t.Errorf("route %s of routes that disagree: %q", r.ID, r.Unenforced)
+		}
+	}
+	if c, err := diff.ConnTLS(Hello{ServerName: "x"}); err != nil || diff.Select != nil || c.Policy.MinVersion != tls.VersionTLS12 {
+		t.Errorf("the edge whose routes disagree: %+v %v", c, err)
+	}
+}

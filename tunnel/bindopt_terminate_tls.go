@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 
 	ep "github.com/edgeplane/edgeplane"
@@ -66,17 +65,7 @@ func (s *endpointTLS) requestPolicy(r *http.Request) (plan.TLSPolicy, bool) {
 	if s.sel == nil {
 		return s.policy, s.policy.MutualTLS
 	}
-	h := plan.Hello{}
-	if a, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
-		h.Client = a
-	}
-	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		h.Server = a
-	}
-	if r.TLS != nil {
-		h.ServerName = r.TLS.ServerName
-	}
-	c, ok, err := s.sel.Choose(h)
+	c, ok, err := s.sel.Choose(plan.RequestHello(r))
 	if err != nil {
 		return plan.TLSPolicy{MutualTLS: true}, true
 	}

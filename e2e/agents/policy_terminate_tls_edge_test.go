@@ -55,7 +55,8 @@ const plainHello = "passthrough=false read \"hello\\n\"\n"
 // of its CA required (a client outside them fails and nothing reaches the backend). A second
 // edge of A applies terminate-tls only to the server name its rule matches, the other name
 // keeping its tls_termination module's TLS; an agent's https endpoint applies it only to the
-// client address its rule matches. Account B's edge on another name is unaffected. What cannot
+// client address its rule matches; an HTTPS edge takes its route's terminate-tls for its
+// handshake. Account B's edges on other names are unaffected. What cannot
 // be applied at the ClientHello is refused by the API (400 naming the expression) and as a bind
 // (ERR_NGROK_301).
 func TestTerminateTLSOnEdges(t *testing.T) {
@@ -65,6 +66,7 @@ func TestTerminateTLSOnEdges(t *testing.T) {
 	ca := newBindCA(t, "edge's server CA")
 	serverA, chainA, keyA := ca.issue(t, "tte-a.example.com")
 	serverY, chainY, keyY := ca.issue(t, "tte-y.example.com")
+	serverH, chainH, keyH := ca.issue(t, "tth-a.example.com")
 	clients := newBindCA(t, "edge's client CA")
 	client, _, _ := clients.issue(t, "client")
 	clientCAs := string(pemChain([][]byte{clients.cert.Raw}))
@@ -176,6 +178,36 @@ func TestTerminateTLSOnEdges(t *testing.T) {
 	}
 	if code, v, err := get("127.0.0.2", &tls.Config{ServerName: "tti.edgeplane.app", RootCAs: wa.ca, Certificates: []tls.Certificate{client}}); err != nil || code != 200 || v != tls.VersionTLS13 {
 		t.Errorf("a client the rule matches, with a certificate: %d %x %v", code, v, err)
+	}
+
+	// HTTPS edges: a route's terminate-tls sets the edge's handshake; B's edge is unaffected.
+	routeA := policyRoute(t, wa, "tth-a.example.com")
+	policyRoute(t, wb, "tth-b.example.com")
+	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": terminateTLSPolicy(t, strict(chainH, keyH))}, nil); st != 200 {
+		t.Fatalf("PUT the route's terminate-tls: %d", st)
+	}
+	getEdge := func(w *world, cfg *tls.Config) (int, tls.ConnectionState, error) {
+		c, err := tls.Dial("tcp", w.https, cfg)
+		if err != nil {
+			return 0, tls.ConnectionState{}, err
+		}
+		defer c.Close()
+		resp, err := httpsRequest(c, cfg.ServerName)
+		if err != nil {
+			return 0, c.ConnectionState(), err
+		}
+		return resp.StatusCode, c.ConnectionState(), nil
+	}
+	hCert := &tls.Config{ServerName: "tth-a.example.com", RootCAs: ca.pool, Certificates: []tls.Certificate{client}}
+	eventually(t, 5*time.Second, "A's HTTPS edge takes its route's terminate-tls", func() bool {
+		code, st, _ := getEdge(wa, hCert)
+		return code == 200 && st.Version == tls.VersionTLS13 && string(st.PeerCertificates[0].Raw) == string(serverH.Certificate[0])
+	})
+	if code, _, err := getEdge(wa, &tls.Config{ServerName: "tth-a.example.com", RootCAs: ca.pool}); err == nil {
+		t.Errorf("A's HTTPS edge answered a client without a certificate: %d", code)
+	}
+	if code, st, err := getEdge(wb, &tls.Config{ServerName: "tth-b.example.com", RootCAs: wb.ca, MaxVersion: tls.VersionTLS12}); err != nil || code != 200 || st.Version != tls.VersionTLS12 {
+		t.Errorf("B's HTTPS edge: %d %x %v", code, st.Version, err)
 	}
 
 	// Refusals.
