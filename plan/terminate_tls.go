@@ -159,17 +159,44 @@ func (b *builder) edgeTLSSelector(e *Edge, hostports []string, m *ep.EndpointTra
 	if m == nil || !m.Enabled || e.Unenforced != "" || !strings.Contains(m.Value, "terminate-tls") {
 		return nil
 	}
-	p, err := ep.ParseTrafficPolicy(m.Value)
+	sel, err := b.tlsSelector(e.ID, "tls", hostports, m.Value)
+	if err == nil && sel != nil && mutualTLS && sel.AsksClientCerts() {
+		err = errors.New("terminate-tls asks for client certificates and the mutual_tls module is on: give one of them")
+	}
 	if err == nil {
-		var sel *TLSSelector
-		sel, err = NewTLSSelector(p, edgeEndpoint(b.s.Account, e.ID, "tls", hostports))
-		if err == nil && sel != nil && mutualTLS && sel.AsksClientCerts() {
-			err = errors.New("terminate-tls asks for client certificates and the mutual_tls module is on: give one of them")
-		}
-		if err == nil {
-			return sel
-		}
+		return sel
 	}
 	e.Unenforced = fmt.Sprintf("traffic_policy (%v)", err)
 	return nil
+}
+
+// selectorKey names an edge's terminate-tls rules: its endpoint.* variables are the edge's.
+type selectorKey struct {
+	account, edge, proto, hostports string
+	sum                             [sha256.Size]byte
+}
+
+// errNoSelector stands for a document without terminate-tls in the registry, which keeps
+// selectors only.
+var errNoSelector = errors.New("no terminate-tls")
+
+// tlsSelector returns the terminate-tls rules of an edge's document (nil when it has none),
+// compiled once while a plan uses them.
+func (b *builder) tlsSelector(edgeID, proto string, hostports []string, doc string) (*TLSSelector, error) {
+	k := selectorKey{account: b.s.Account, edge: edgeID, proto: proto, hostports: strings.Join(hostports, ","), sum: sha256.Sum256([]byte(doc))}
+	sel, err := b.live.selectors.get(k, func() (*TLSSelector, error) {
+		p, err := ep.ParseTrafficPolicy(doc)
+		if err != nil {
+			return nil, err
+		}
+		sel, err := NewTLSSelector(p, edgeEndpoint(b.s.Account, edgeID, proto, hostports))
+		if err == nil && sel == nil {
+			err = errNoSelector
+		}
+		return sel, err
+	})
+	if err == errNoSelector {
+		return nil, nil
+	}
+	return sel, err
 }

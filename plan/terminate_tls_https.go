@@ -72,11 +72,7 @@ func (b *builder) httpsEdgeTLSSelector(e *ep.HTTPSEdge, pe *HTTPSEdge) *TLSSelec
 		if rt == nil || rt.Unenforced != "" {
 			continue
 		}
-		p, err := ep.ParseTrafficPolicy(m.Value)
-		var s *TLSSelector
-		if err == nil {
-			s, err = NewTLSSelector(p, edgeEndpoint(b.s.Account, e.ID, "https", e.Hostports))
-		}
+		s, err := b.tlsSelector(e.ID, "https", e.Hostports, m.Value)
 		switch {
 		case err != nil:
 			fail(rt, err.Error())

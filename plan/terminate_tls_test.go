@@ -15,7 +15,7 @@ import (
 // module's minimum version when it is the higher one and the mutual_tls module's client
 // certificates; a connection its rule does not match keeps the modules' TLS. An edge whose
 // mutual_tls module and terminate-tls both ask for client certificates, and a TCP edge with
-// terminate-tls, fail closed naming why.
+// terminate-tls, fail closed naming why. A rebuild reuses the compiled rules.
 func TestTLSEdgeTerminateTLS(t *testing.T) {
 	caPEM := testCA(t, 0, 0)
 	doc := func(expr string, cfg map[string]any) *ep.EndpointTrafficPolicy {
@@ -50,6 +50,9 @@ func TestTLSEdgeTerminateTLS(t *testing.T) {
 	c, err = sni.ConnTLS(Hello{Client: client, ServerName: "b.example.com"})
 	if err != nil || c.Terminate || !c.Policy.MutualTLS || c.Policy.MinVersion != tls.VersionTLS13 {
 		t.Errorf("b.example.com (no rule matches): %+v %v", c, err)
+	}
+	if again := testLive.Build(s, nil); again.TLS[0].Select != sni.Select {
+		t.Error("a rebuild compiled the edge's terminate-tls rules again")
 	}
 	if e := a.TLS[1]; !strings.Contains(e.Unenforced, "mutual_tls module is on") {
 		t.Errorf("mutual_tls and terminate-tls both asking for certificates: %q", e.Unenforced)
