@@ -145,14 +145,26 @@ func (cp *ConnPolicy) Allow(client, server net.Addr) bool {
 	if cp == nil || len(cp.rules) == 0 {
 		return true
 	}
-	return cp.allow(client.String(), server.String(), time.Now())
+	return cp.allow(client.String(), server.String(), "", time.Now())
+}
+
+// AllowTLS is Allow for a TLS connection whose ClientHello asked for serverName: the rules'
+// conn.tls.sni reads it, as terminate-tls's rules do when the listener applies them.
+func (cp *ConnPolicy) AllowTLS(client, server net.Addr, serverName string) bool {
+	if cp == nil || len(cp.rules) == 0 {
+		return true
+	}
+	return cp.allow(client.String(), server.String(), serverName, time.Now())
 }
 
 // allow runs the phase on the addresses as host:port strings, for a connection accepted at
-// start.
-func (cp *ConnPolicy) allow(client, server string, start time.Time) bool {
+// start whose ClientHello asked for sni ("" for none, or a TCP connection).
+func (cp *ConnPolicy) allow(client, server, sni string, start time.Time) bool {
 	vars := trafficpolicy.ConnVars(client, server)
 	trafficpolicy.SetConnStart(vars, start)
+	if sni != "" {
+		trafficpolicy.SetServerName(vars, sni)
+	}
 	if cp.opts.Endpoint != nil {
 		trafficpolicy.SetEndpoint(vars, cp.opts.Endpoint)
 	}

@@ -134,7 +134,7 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEdge(e.Account, e.ID)
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.Allow(c.RemoteAddr(), c.LocalAddr()) {
+	if e.Unenforced != "" || !e.Chain.AllowConn(client.Addr()) || !e.Policy.AllowTLS(c.RemoteAddr(), c.LocalAddr(), sni) {
 		tr.refused(refusedByEdge)
 		return
 	}

@@ -37,8 +37,9 @@ type Endpoint interface {
 	HTTPHandler(build func() http.Handler) http.Handler
 	// AllowConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
-	// agent; false means the connection is to be closed.
-	AllowConn(c net.Conn) bool
+	// agent (serverName is a tls endpoint's ClientHello's, for conn.tls.sni; "" on tcp); false
+	// means the connection is to be closed.
+	AllowConn(c net.Conn, serverName string) bool
 	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
 	// false means the listener terminates it (TLS termination) and carries the plaintext.
 	Passthrough() bool

@@ -21,7 +21,7 @@ type upstreamEndpoint struct{ addr string }
 func (e *upstreamEndpoint) ID() string                                         { return "tn_bench" }
 func (e *upstreamEndpoint) AccountID() string                                  { return "acct_bench" }
 func (e *upstreamEndpoint) Chain() *enforce.Chain                              { return nil }
-func (e *upstreamEndpoint) AllowConn(net.Conn) bool                            { return true }
+func (e *upstreamEndpoint) AllowConn(net.Conn, string) bool                    { return true }
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *upstreamEndpoint) Passthrough() bool                                  { return false }
 func (e *upstreamEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {

@@ -192,7 +192,7 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 	defer forget()
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEndpoint(ep, "tls")
-	if !ep.AllowConn(c) {
+	if !ep.AllowConn(c, sni) {
 		tr.refused(refusedByEndpoint)
 		return
 	}

@@ -21,7 +21,7 @@ type tlsEndpoint struct {
 func (e *tlsEndpoint) ID() string                                         { return "tn_test" }
 func (e *tlsEndpoint) AccountID() string                                  { return "acct_test" }
 func (e *tlsEndpoint) Chain() *enforce.Chain                              { return nil }
-func (e *tlsEndpoint) AllowConn(net.Conn) bool                            { return true }
+func (e *tlsEndpoint) AllowConn(net.Conn, string) bool                    { return true }
 func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *tlsEndpoint) Passthrough() bool                                  { return false }
 func (e *tlsEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {

@@ -48,7 +48,7 @@ func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.C
 func (s *Server) ServeTCPEndpoint(c net.Conn, ep Endpoint, addr string) {
 	tr := s.traceConn(inspect.KindTCP, c, addr)
 	tr.atEndpoint(ep, "tcp")
-	if !ep.AllowConn(c) {
+	if !ep.AllowConn(c, "") {
 		tr.refused(refusedByEndpoint)
 		return
 	}

@@ -94,10 +94,11 @@ func (t *Tunnel) HTTPHandler(build func() http.Handler) http.Handler {
 
 // AllowConn runs the endpoint's connection stages on a public connection of a tcp or tls bind
 // before any byte is carried: the IP restriction, then the on_tcp_connect rules of its traffic
-// policy (with the connection's client and server addresses). False means close it unanswered.
-func (t *Tunnel) AllowConn(c net.Conn) bool {
+// policy (with the connection's client and server addresses, and on a tls bind the server name
+// its ClientHello asked for). False means close it unanswered.
+func (t *Tunnel) AllowConn(c net.Conn, serverName string) bool {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	return t.chain.AllowConn(client.Addr().Unmap()) && t.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+	return t.chain.AllowConn(client.Addr().Unmap()) && t.policy.AllowTLS(c.RemoteAddr(), c.LocalAddr(), serverName)
 }
 
 // Labels returns the labels of a labeled tunnel.

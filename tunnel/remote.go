@@ -24,7 +24,7 @@ type Endpoint interface {
 	AccountID() string
 	Chain() *enforce.Chain
 	HTTPHandler(build func() http.Handler) http.Handler
-	AllowConn(c net.Conn) bool
+	AllowConn(c net.Conn, serverName string) bool
 	Passthrough() bool
 	TLSFor(h plan.Hello) (plan.ConnTLS, error)
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
@@ -99,12 +99,12 @@ func (r *remoteTunnel) HTTPHandler(build func() http.Handler) http.Handler {
 }
 
 // AllowConn runs the connection stages as Tunnel.AllowConn does; a broken row admits nothing.
-func (r *remoteTunnel) AllowConn(c net.Conn) bool {
+func (r *remoteTunnel) AllowConn(c net.Conn, serverName string) bool {
 	if r.broken != "" {
 		return false
 	}
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-	return r.mods.chain.AllowConn(client.Addr().Unmap()) && r.mods.policy.Allow(c.RemoteAddr(), c.LocalAddr())
+	return r.mods.chain.AllowConn(client.Addr().Unmap()) && r.mods.policy.AllowTLS(c.RemoteAddr(), c.LocalAddr(), serverName)
 }
 
 func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }

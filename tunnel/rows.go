@@ -158,7 +158,7 @@ func (g *Gateway) serveTCP(addr string, c net.Conn) {
 		g.cfg.CarryTCP(c, t, addr)
 		return
 	}
-	if !t.AllowConn(c) {
+	if !t.AllowConn(c, "") {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
