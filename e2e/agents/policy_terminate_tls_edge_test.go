@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/acceptguard"
+	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -55,7 +57,8 @@ const plainHello = "passthrough=false read \"hello\\n\"\n"
 // of its CA required (a client outside them fails and nothing reaches the backend). A second
 // edge of A applies terminate-tls only to the server name its rule matches, the other name
 // keeping its tls_termination module's TLS; an agent's https endpoint applies it only to the
-// client address its rule matches; an HTTPS edge takes its route's terminate-tls for its
+// client address its rule matches, as does a tls endpoint (the others' TLS passed through); an
+// HTTPS edge takes its route's terminate-tls for its
 // handshake. Account B's edges on other names are unaffected. What cannot
 // be applied at the ClientHello is refused by the API (400 naming the expression) and as a bind
 // (ERR_NGROK_301).
@@ -178,6 +181,40 @@ func TestTerminateTLSOnEdges(t *testing.T) {
 	}
 	if code, v, err := get("127.0.0.2", &tls.Config{ServerName: "tti.edgeplane.app", RootCAs: wa.ca, Certificates: []tls.Certificate{client}}); err != nil || code != 200 || v != tls.VersionTLS13 {
 		t.Errorf("a client the rule matches, with a certificate: %d %x %v", code, v, err)
+	}
+
+	// An agent's tls endpoint: terminated here for the client its rule matches, the others'
+	// TLS passed through to the agent, which answers with its own certificate.
+	agentCert := selfSigned(t, "ttl.edgeplane.app")
+	tunL, err := sessA.Listen(ctx, config.TLSEndpoint(config.WithDomain("ttl.edgeplane.app"),
+		config.WithTrafficPolicy(conditionalTLSPolicy(t, "conn.client_ip == '127.0.0.2'", map[string]any{}))))
+	if err != nil {
+		t.Fatalf("a tls bind with a conditional terminate-tls: %v", err)
+	}
+	go func() {
+		for {
+			c, err := acceptguard.Listener{Listener: tunL}.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				var rc net.Conn = c
+				if c.(ngrok.Conn).PassthroughTLS() {
+					rc = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{agentCert}})
+				}
+				defer rc.Close()
+				line, _ := bufio.NewReader(rc).ReadString('\n')
+				fmt.Fprintf(rc, "passthrough=%v read %q\n", c.(ngrok.Conn).PassthroughTLS(), line)
+			}()
+		}
+	}()
+	line, st, err = tlsTalk(wa, "127.0.0.1", &tls.Config{ServerName: "ttl.edgeplane.app", InsecureSkipVerify: true})
+	if err != nil || line != "passthrough=true read \"hello\\n\"\n" || string(st.PeerCertificates[0].Raw) != string(agentCert.Certificate[0]) {
+		t.Errorf("a client of the tls endpoint its rule does not match: %q %v", line, err)
+	}
+	line, _, err = tlsTalk(wa, "127.0.0.2", &tls.Config{ServerName: "ttl.edgeplane.app", RootCAs: wa.ca})
+	if err != nil || line != plainHello {
+		t.Errorf("a client of the tls endpoint its rule matches: %q %v", line, err)
 	}
 
 	// HTTPS edges: a route's terminate-tls sets the edge's handshake; B's edge is unaffected.
