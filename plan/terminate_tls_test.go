@@ -97,3 +97,32 @@ func TestHTTPSEdgeTerminateTLS(t *testing.T) {
 		t.Errorf("the edge whose routes disagree: %+v %v", c, err)
 	}
 }
+
+// BenchmarkConnTLS is the cost a handshake pays for terminate-tls: an edge without the action
+// (the common path: nothing is evaluated), one with it in a rule without expressions, and one
+// whose rule reads the server name and the client's address.
+func BenchmarkConnTLS(b *testing.B) {
+	doc := func(expr string) *ep.EndpointTrafficPolicy {
+		rule := map[string]any{"actions": []any{map[string]any{"type": "terminate-tls"}}}
+		if expr != "" {
+			rule["expressions"] = []string{expr}
+		}
+		d, _ := json.Marshal(map[string]any{"on_tcp_connect": []any{rule}})
+		return &ep.EndpointTrafficPolicy{Enabled: true, Value: string(d)}
+	}
+	a := NewLive().Build(&Snapshot{Account: "acct_1", TLSEdges: []*ep.TLSEdge{
+		{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_none"}}},
+		{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_fixed"}}, TrafficPolicy: doc("")},
+		{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_expr"}}, TrafficPolicy: doc("conn.tls.sni == 'a.example.com' && inCidrRange(conn.client_ip, '192.0.2.0/24')")},
+	}}, nil)
+	h := Hello{Client: &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 4000}, Server: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 443}, ServerName: "a.example.com"}
+	for _, e := range a.TLS {
+		b.Run(e.ID, func(b *testing.B) {
+			for b.Loop() {
+				if c, err := e.ConnTLS(h); err != nil || (e.Select != nil && !c.Terminate) {
+					b.Fatal(c, err)
+				}
+			}
+		})
+	}
+}
