@@ -109,9 +109,7 @@ func TestWildcardDNS01(t *testing.T) {
 			if tc := cert.(*ep.TLSCertificate); tc.IssuedAt == nil || fmt.Sprint(tc.SubjectAlternativeNames.DNSNames) != "["+c.d.Domain+"]" {
 				t.Fatalf("certificate of %s: %+v", c.d.Domain, tc.SubjectAlternativeNames)
 			}
-			if _, ok := e.lease(c.d.ID); ok {
-				t.Fatalf("the job of %s is left after issuance", c.d.Domain)
-			}
+			e.waitNoLease(c.d.ID, c.d.Domain)
 		}
 	})
 }

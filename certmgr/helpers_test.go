@@ -187,6 +187,24 @@ func (e *env) lease(id string) (store.ACMELease, bool) {
 	return store.ACMELease{}, false
 }
 
+// waitNoLease waits until the domain's job row is gone: the manager deletes it right after it
+// installs the certificate, so a test that saw the domain certified may still find it for a
+// moment.
+func (e *env) waitNoLease(id, what string) {
+	e.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		l, ok := e.lease(id)
+		if !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the job row of %s is left after issuance: %+v", what, l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func statusString(d *ep.ReservedDomain) string {
 	st := d.CertificateManagementStatus
 	if st == nil {

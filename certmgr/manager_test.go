@@ -202,8 +202,6 @@ func TestLeaseHeldElsewhereIsTakenOnlyAfterExpiry(t *testing.T) {
 		if d.CertificateManagementStatus.RenewsAt == nil {
 			t.Fatalf("no renews_at after issuance: %s", statusString(d))
 		}
-		if l, ok := e.lease(id); ok {
-			t.Fatalf("the job row is left after issuance: %+v", l)
-		}
+		e.waitNoLease(id, host)
 	})
 }

@@ -33,7 +33,7 @@ func BenchmarkConnPolicy(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				cp.allow("192.0.2.7:4000", "127.0.0.1:5432", start)
+				cp.allow("192.0.2.7:4000", "127.0.0.1:5432", "", start)
 			}
 		})
 	}

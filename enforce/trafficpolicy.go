@@ -192,7 +192,11 @@ func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 			if c := connOf(r); c != nil {
 				start = c.Start
 			}
-			if !tp.conn.allow(r.RemoteAddr, server, start) {
+			sni := ""
+			if r.TLS != nil {
+				sni = r.TLS.ServerName
+			}
+			if !tp.conn.allow(r.RemoteAddr, server, sni, start) {
 				closeConnection(r) // HTTP/2: the whole connection, not only the stream
 			}
 		}

@@ -171,33 +171,44 @@ func init() {
 // accepted, for a caller that cannot forward it: a connection a forward-internal action hands to
 // an internal endpoint is refused here. A nil policy allows every connection.
 func (cp *ConnPolicy) Allow(client, server net.Addr) bool {
-	v := cp.Decide(client, server)
+	v := cp.Decide(client, server, "")
+	return v.Allow && v.Forward == nil
+}
+
+// AllowTLS is Allow for a TLS connection whose ClientHello asked for serverName: the rules'
+// conn.tls.sni reads it, as terminate-tls's rules do when the listener applies them.
+func (cp *ConnPolicy) AllowTLS(client, server net.Addr, serverName string) bool {
+	v := cp.Decide(client, server, serverName)
 	return v.Allow && v.Forward == nil
 }
 
 // Decide runs the phase on a connection from client to server (the listener's address), just
-// accepted: closed, carried, or handed to an internal endpoint. A nil policy allows every
-// connection.
-func (cp *ConnPolicy) Decide(client, server net.Addr) ConnVerdict {
+// accepted: closed, carried, or handed to an internal endpoint. serverName is a TLS
+// connection's ClientHello's (conn.tls.sni), "" for none or a TCP connection. A nil policy allows
+// every connection.
+func (cp *ConnPolicy) Decide(client, server net.Addr, serverName string) ConnVerdict {
 	if cp == nil || len(cp.rules) == 0 {
 		return ConnVerdict{Allow: true}
 	}
-	return cp.decide(client.String(), server.String(), time.Now())
+	return cp.decide(client.String(), server.String(), serverName, time.Now())
 }
 
 // allow is decide's verdict as Allow gives it.
-func (cp *ConnPolicy) allow(client, server string, start time.Time) bool {
-	v := cp.decide(client, server, start)
+func (cp *ConnPolicy) allow(client, server, sni string, start time.Time) bool {
+	v := cp.decide(client, server, sni, start)
 	return v.Allow && v.Forward == nil
 }
 
 // decide runs the phase on the addresses as host:port strings, for a connection accepted at
-// start. A forward-internal action that finds its endpoint ends the phase (no later action
-// runs); one that does not closes the connection (on_error halt) or lets the next actions run
-// (continue).
-func (cp *ConnPolicy) decide(client, server string, start time.Time) ConnVerdict {
+// start whose ClientHello asked for sni ("" for none, or a TCP connection). A forward-internal
+// action that finds its endpoint ends the phase (no later action runs); one that does not closes
+// the connection (on_error halt) or lets the next actions run (continue).
+func (cp *ConnPolicy) decide(client, server, sni string, start time.Time) ConnVerdict {
 	vars := trafficpolicy.ConnVars(client, server)
 	trafficpolicy.SetConnStart(vars, start)
+	if sni != "" {
+		trafficpolicy.SetServerName(vars, sni)
+	}
 	if cp.opts.Endpoint != nil {
 		trafficpolicy.SetEndpoint(vars, cp.opts.Endpoint)
 	}

@@ -59,7 +59,7 @@ func TestConnForwardInternal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
-		got := cp.Decide(client, server)
+		got := cp.Decide(client, server, "")
 		if got.Allow != c.want.Allow || got.Account != c.want.Account || (got.Forward == nil) != (c.want.Forward == nil) ||
 			got.Forward != nil && *got.Forward != *c.want.Forward {
 			t.Errorf("%s: %+v, want %+v", doc, got, c.want)

@@ -74,8 +74,8 @@ func TestPolicyStagesForgetConfiguration(t *testing.T) {
 		t.Errorf("a stage keeps %d KiB per %d KiB document; at most 320 KiB expected without the configuration maps", perDoc>>10, size>>10)
 	}
 	// The rules still apply: the first document denies 10.0.0.0/24 (its first rule).
-	refused := stages[0].allow("10.0.0.7:5000", "127.0.0.1:443", time.Now())
-	allowed := stages[0].allow("192.0.2.1:5000", "127.0.0.1:443", time.Now())
+	refused := stages[0].allow("10.0.0.7:5000", "127.0.0.1:443", "", time.Now())
+	allowed := stages[0].allow("192.0.2.1:5000", "127.0.0.1:443", "", time.Now())
 	if refused || !allowed {
 		t.Errorf("10.0.0.7 allowed %v (want false), 192.0.2.1 allowed %v (want true)", refused, allowed)
 	}

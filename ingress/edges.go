@@ -32,11 +32,12 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 		unenforcedPage(w, "edge", e.ID, e.Unenforced)
 		return
 	}
-	if !e.TLS.Admits(r.TLS) {
+	tp := e.RequestTLS(r)
+	if !tp.Admits(r.TLS) {
 		enforce.MisdirectedClientCert(w) // a keep-alive connection from before mutual_tls was on
 		return
 	}
-	if e.TLS.MutualTLS {
+	if tp.MutualTLS {
 		enforce.SetClientCertHeaders(r.Header, r.TLS) // what ngrok's mutual TLS module tells the upstream
 	}
 	route := e.Route(r.URL.Path)
@@ -121,7 +122,8 @@ func (s *Server) outboundOptions() outbound.Options {
 }
 
 // serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when
-// its tls_termination says so (plaintext to the backend), else passed through untouched.
+// its tls_termination says so or a terminate-tls of its traffic policy applies to the
+// connection (plaintext to the backend), else passed through untouched.
 func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	defer c.Close()
 	forget, ok := s.trackConn(c)
@@ -134,19 +136,24 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	v := enforce.ConnVerdict{}
 	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
-		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr())
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), sni)
 	}
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEdge)
 		return
 	case v.Forward != nil:
-		s.carryForwarded(c, v, tr)
+		s.carryForwarded(c, v, sni, tr)
 		return
 	}
 	var pub net.Conn = c
-	if e.Terminate {
-		cfg := connTLS(s.tlsBase, e.TLS, nil)
+	ct, err := e.ConnTLS(plan.Hello{Client: c.RemoteAddr(), Server: c.LocalAddr(), ServerName: sni})
+	if err != nil {
+		tr.refused(handshakeFailed)
+		return
+	}
+	if ct.Terminate {
+		cfg := connTLS(s.tlsBase, ct.Policy, ct.Cert)
 		cfg.NextProtos = nil // the plaintext goes to the backend as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {
@@ -155,7 +162,7 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 		}
 		pub = tc
 	}
-	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !e.Terminate})
+	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tls", edgeType: "2", passthrough: !ct.Terminate})
 	if !ok || t.dial == nil {
 		tr.refused(noBackend)
 		return
@@ -176,14 +183,14 @@ func (s *Server) serveTCPEdge(addr string, c net.Conn) {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	v := enforce.ConnVerdict{}
 	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
-		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr())
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), "")
 	}
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEdge)
 		return
 	case v.Forward != nil:
-		s.carryForwarded(c, v, tr)
+		s.carryForwarded(c, v, "", tr)
 		return
 	}
 	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tcp", edgeType: "1"})

@@ -37,15 +37,18 @@ type Endpoint interface {
 	HTTPHandler(build func() http.Handler) http.Handler
 	// DecideConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
-	// agent: closed, carried, or handed to an internal endpoint (forward-internal).
-	DecideConn(c net.Conn) enforce.ConnVerdict
+	// agent: closed, carried, or handed to an internal endpoint (forward-internal);
+	// serverName is a tls endpoint's ClientHello's, for conn.tls.sni ("" on tcp).
+	DecideConn(c net.Conn, serverName string) enforce.ConnVerdict
 	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
 	// false means the listener terminates it (TLS termination) and carries the plaintext.
 	Passthrough() bool
-	// TLSPolicy is what the endpoint asks of its public clients' TLS where the listener
-	// terminates it: client certificates (mutual TLS), applied as an edge's are, and the
-	// certificate to present (nil: the host's, from Certificate).
-	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
+	// TLSFor is what the endpoint asks of a public client's TLS where the listener terminates
+	// it, by the connection's ClientHello (a traffic policy's terminate-tls may depend on it):
+	// client certificates (mutual TLS), applied as an edge's are, the TLS versions, the
+	// certificate to present (nil: the host's, from Certificate) and, on a tls endpoint,
+	// whether this connection is terminated here. An error refuses the handshake.
+	TLSFor(h plan.Hello) (plan.ConnTLS, error)
 	// Dial opens a stream to the agent for one public connection from clientAddr.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }

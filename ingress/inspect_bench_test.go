@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -22,13 +21,13 @@ type upstreamEndpoint struct{ addr string }
 func (e *upstreamEndpoint) ID() string            { return "tn_bench" }
 func (e *upstreamEndpoint) AccountID() string     { return "acct_bench" }
 func (e *upstreamEndpoint) Chain() *enforce.Chain { return nil }
-func (e *upstreamEndpoint) DecideConn(net.Conn) enforce.ConnVerdict {
+func (e *upstreamEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
 	return enforce.ConnVerdict{Allow: true}
 }
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *upstreamEndpoint) Passthrough() bool                                  { return false }
-func (e *upstreamEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	return plan.TLSPolicy{}, nil
+func (e *upstreamEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {
+	return plan.ConnTLS{}, nil
 }
 func (e *upstreamEndpoint) Dial(ctx context.Context, _, _, _ string, _ bool) (net.Conn, error) {
 	return (&net.Dialer{}).DialContext(ctx, "tcp", e.addr)

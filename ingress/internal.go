@@ -56,9 +56,10 @@ const maxConnForwards = 8
 // (verdict v) handed to an internal tcp or tls endpoint: that endpoint's own connection stages
 // run on it (and may forward it again, up to maxConnForwards times), then its agent gets it as
 // a public connection of its own, with the client's address, under the public connections'
-// idle timeout and the account's connection share the listener already counted. An endpoint
-// gone since the policy found it closes the connection unanswered.
-func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, tr *connTrace) {
+// idle timeout and the account's connection share the listener already counted; sni is the
+// ClientHello's server name of a TLS connection ("" for TCP), which the endpoint's rules read as
+// conn.tls.sni. An endpoint gone since the policy found it closes the connection unanswered.
+func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, sni string, tr *connTrace) {
 	for hops := 0; ; hops++ {
 		if hops >= maxConnForwards {
 			tr.refused(forwardLoop)
@@ -70,7 +71,7 @@ func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, tr *connTrace
 			return
 		}
 		scheme := v.Forward.Scheme
-		v = e.DecideConn(c)
+		v = e.DecideConn(c, sni)
 		switch {
 		case !v.Allow:
 			tr.refused(refusedByEndpoint)
@@ -78,7 +79,7 @@ func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, tr *connTrace
 		case v.Forward != nil:
 			continue
 		case scheme == "tls":
-			s.carryTLS(c, e, tr)
+			s.carryTLS(c, e, sni, tr)
 		default:
 			s.carryTo(c, e, "tcp", false, tr)
 		}

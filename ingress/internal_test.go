@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"testing"
@@ -25,14 +24,14 @@ type internalConnEndpoint struct {
 func (e *internalConnEndpoint) ID() string            { return "tn_internal" }
 func (e *internalConnEndpoint) AccountID() string     { return e.account }
 func (e *internalConnEndpoint) Chain() *enforce.Chain { return nil }
-func (e *internalConnEndpoint) DecideConn(net.Conn) enforce.ConnVerdict {
+func (e *internalConnEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
 	e.decisions++
 	return enforce.ConnVerdict{Allow: true, Forward: e.next, Account: e.account}
 }
 func (e *internalConnEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *internalConnEndpoint) Passthrough() bool                                  { return true }
-func (e *internalConnEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	return plan.TLSPolicy{}, nil
+func (e *internalConnEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {
+	return plan.ConnTLS{}, nil
 }
 func (e *internalConnEndpoint) Dial(_ context.Context, client, proto, _ string, _ bool) (net.Conn, error) {
 	e.dialed = append(e.dialed, client, proto)
@@ -82,14 +81,14 @@ func TestCarryForwarded(t *testing.T) {
 	}
 
 	c, client := tcpPair(t)
-	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &db, Account: "acct_a"}, nil)
+	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &db, Account: "acct_a"}, "", nil)
 	e := endpoints[ep.InternalEndpointKey("acct_a", db.Host, db.Port)]
 	if len(e.dialed) != 2 || e.dialed[0] != client.LocalAddr().String() || e.dialed[1] != "tcp" {
 		t.Errorf("the internal endpoint's agent was dialed with %q, want the client's address %s and tcp", e.dialed, client.LocalAddr())
 	}
 
 	c, _ = tcpPair(t)
-	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &loop, Account: "acct_a"}, nil)
+	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &loop, Account: "acct_a"}, "", nil)
 	l := endpoints[ep.InternalEndpointKey("acct_a", loop.Host, loop.Port)]
 	if l.decisions != maxConnForwards || len(l.dialed) != 0 {
 		t.Errorf("a forwarding loop: %d hands and %d dials, want %d hands and none", l.decisions, len(l.dialed)/2, maxConnForwards)

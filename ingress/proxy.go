@@ -19,6 +19,7 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/internal/outbound"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // proxy carries public HTTP requests to agents as HTTP/1.1 over proxy streams. Streams are kept
@@ -57,7 +58,11 @@ func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
 func (s *Server) servedCertificate(serverName string) *x509.Certificate {
 	var cert *tls.Certificate
 	if _, ep := s.httpsRoute(strings.ToLower(strings.TrimSuffix(serverName, "."))); ep != nil {
-		_, cert = ep.TLSPolicy()
+		// The endpoint's certificate for this name; a terminate-tls rule whose expressions read
+		// the client's address is judged here without it, and then its certificate is not shown.
+		if ct, err := ep.TLSFor(plan.Hello{ServerName: serverName}); err == nil {
+			cert = ct.Cert
+		}
 	}
 	if cert == nil {
 		c, err := s.cfg.Certificate(serverName)

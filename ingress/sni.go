@@ -131,12 +131,24 @@ func (s *Server) routeTLS(c net.Conn) {
 func (s *Server) configForClient(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 	name := strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))
 	e, ep := s.httpsRoute(name)
+	h := plan.Hello{ServerName: name}
+	if hello.Conn != nil {
+		h.Client, h.Server = hello.Conn.RemoteAddr(), hello.Conn.LocalAddr()
+	}
 	if e != nil {
-		return connTLS(s.tlsBase, e.TLS, nil), nil
+		ct, err := e.ConnTLS(h)
+		if err != nil {
+			return nil, err // an expression of terminate-tls's rule failed: no handshake
+		}
+		return connTLS(s.tlsBase, ct.Policy, ct.Cert), nil
 	}
 	if ep != nil {
-		if policy, cert := ep.TLSPolicy(); policy.MutualTLS || policy.MinVersion != 0 || policy.MaxVersion != 0 || cert != nil {
-			return connTLS(s.tlsBase, policy, cert), nil
+		ct, err := ep.TLSFor(h)
+		if err != nil {
+			return nil, err // an expression of terminate-tls's rule failed: no handshake
+		}
+		if policy := ct.Policy; policy.MutualTLS || policy.MinVersion != 0 || policy.MaxVersion != 0 || ct.Cert != nil {
+			return connTLS(s.tlsBase, policy, ct.Cert), nil
 		}
 	}
 	return nil, nil
@@ -180,25 +192,29 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 	defer forget()
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEndpoint(ep, "tls")
-	v := ep.DecideConn(c)
+	v := ep.DecideConn(c, sni)
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEndpoint)
 	case v.Forward != nil:
-		s.carryForwarded(c, v, tr)
+		s.carryForwarded(c, v, sni, tr)
 	default:
-		s.carryTLS(c, ep, tr)
+		s.carryTLS(c, ep, sni, tr)
 	}
 }
 
 // carryTLS carries an admitted connection to a tls endpoint: passed through, or terminated
 // here and its plaintext carried.
-func (s *Server) carryTLS(c net.Conn, ep Endpoint, tr *connTrace) {
+func (s *Server) carryTLS(c net.Conn, ep Endpoint, sni string, tr *connTrace) {
 	var pub net.Conn = c
-	passthrough := ep.Passthrough()
+	ct, err := ep.TLSFor(plan.Hello{Client: c.RemoteAddr(), Server: c.LocalAddr(), ServerName: sni})
+	if err != nil {
+		tr.refused(handshakeFailed)
+		return
+	}
+	passthrough := ep.Passthrough() && !ct.Terminate
 	if !passthrough {
-		policy, cert := ep.TLSPolicy()
-		cfg := connTLS(s.tlsBase, policy, cert)
+		cfg := connTLS(s.tlsBase, ct.Policy, ct.Cert)
 		cfg.NextProtos = nil // the plaintext goes to the agent as it is, whatever it speaks
 		tc, ok := s.terminate(c, cfg)
 		if !ok {

@@ -21,12 +21,14 @@ type tlsEndpoint struct {
 func (e *tlsEndpoint) ID() string            { return "tn_test" }
 func (e *tlsEndpoint) AccountID() string     { return "acct_test" }
 func (e *tlsEndpoint) Chain() *enforce.Chain { return nil }
-func (e *tlsEndpoint) DecideConn(net.Conn) enforce.ConnVerdict {
+func (e *tlsEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
 	return enforce.ConnVerdict{Allow: true}
 }
 func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
 func (e *tlsEndpoint) Passthrough() bool                                  { return false }
-func (e *tlsEndpoint) TLSPolicy() (plan.TLSPolicy, *tls.Certificate)      { return e.policy, e.cert }
+func (e *tlsEndpoint) TLSFor(plan.Hello) (plan.ConnTLS, error) {
+	return plan.ConnTLS{Policy: e.policy, Cert: e.cert}, nil
+}
 func (e *tlsEndpoint) Dial(context.Context, string, string, string, bool) (net.Conn, error) {
 	return nil, net.ErrClosed
 }

@@ -161,23 +161,25 @@ func (l *Live) Build(s *Snapshot, final http.Handler) *Account {
 		for _, r := range e.Routes {
 			pe.Routes = append(pe.Routes, b.route(e, r))
 		}
+		pe.Select = b.httpsEdgeTLSSelector(e, pe)
 		sortRoutes(pe.Routes)
 		a.HTTPS = append(a.HTTPS, pe)
 	}
 	for _, e := range s.TLSEdges {
 		pe := &TLSEdge{Edge: b.edge(e.ID, e.Hostports, ep.TLSEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		b.connPolicy(&pe.Edge, "tls", e.Hostports, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, "tls", e.Hostports, e.TrafficPolicy, true)
 		if t := e.TLSTermination; t != nil && t.Enabled && t.TerminateAt == "edge" {
 			pe.Terminate = true
 		}
 		pe.TLS = b.tlsPolicy(e.TLSTermination, e.MutualTLS)
+		pe.Select = b.edgeTLSSelector(&pe.Edge, e.Hostports, e.TrafficPolicy, pe.TLS.MutualTLS)
 		a.TLS = append(a.TLS, pe)
 	}
 	for _, e := range s.TCPEdges {
 		pe := &TCPEdge{Edge: b.edge(e.ID, e.Hostports, ep.TCPEdges, e), Backend: b.backendOf(e.Backend)}
 		pe.Chain = b.ipChain(e.IPRestriction)
-		b.connPolicy(&pe.Edge, "tcp", e.Hostports, e.TrafficPolicy)
+		b.connPolicy(&pe.Edge, "tcp", e.Hostports, e.TrafficPolicy, false)
 		a.TCP = append(a.TCP, pe)
 	}
 	a.Certs = map[string]*tls.Certificate{}

@@ -28,6 +28,9 @@ type Live struct {
 	// estimates of their documents (policy_budget.go).
 	policies *policyCache
 	costs    *costCache
+	// selectors are edges' terminate-tls rules (terminate_tls.go), by the edge and its document,
+	// so that rebuilds do not compile them again.
+	selectors *liveRegistry[selectorKey, TLSSelector]
 }
 
 // NewLive returns empty live state, for one data plane's plans.
@@ -38,6 +41,7 @@ func NewLive() *Live {
 		policyBreakers: newLiveRegistry[limiterKey, enforce.Breaker](),
 		policies:       &policyCache{m: map[policyKey]policyEntry{}},
 		costs:          &costCache{m: map[[32]byte]int{}},
+		selectors:      newLiveRegistry[selectorKey, TLSSelector](),
 	}
 }
 

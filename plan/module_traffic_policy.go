@@ -27,7 +27,8 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 	s := at.Snapshot
 	m := cfg.(*ep.EndpointTrafficPolicy)
 	k := policyKey{sum: sha256.Sum256([]byte(m.Value))}
-	var opts enforce.PolicyOptions
+	// The edge's handshake applies the routes' terminate-tls (httpsEdgeTLSSelector).
+	opts := enforce.PolicyOptions{TerminateTLS: true}
 	if s.Env != nil && s.Env.Outbound != nil {
 		opts.Outbound, k.outbound = s.Env.Outbound, true
 		opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}
@@ -115,8 +116,9 @@ func connPolicyUse(edgeID, doc string) policyUse {
 
 // connPolicy builds the on_tcp_connect phase of a TLS or TCP edge's traffic_policy; a document
 // with what edgeplane does not apply there, or over the account's budget, fails the edge closed,
-// naming it.
-func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.EndpointTrafficPolicy) {
+// naming it. terminateTLS is set for TLS edges, whose listener applies terminate-tls
+// (edgeTLSSelector).
+func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.EndpointTrafficPolicy, terminateTLS bool) {
 	if m == nil || !m.Enabled || e.Unenforced != "" {
 		return
 	}
@@ -125,8 +127,11 @@ func (b *builder) connPolicy(e *Edge, proto string, hostports []string, m *ep.En
 		e.Unenforced = fmt.Sprintf("traffic_policy (%v)", b.live.costs.overBudget(use.sum, m.Value))
 		return
 	}
-	k := policyKey{conn: true, sum: use.sum}
-	var opts enforce.PolicyOptions
+	// Only a document with terminate-tls is built apart for TLS edges: the others are the same
+	// stage on TLS and TCP edges.
+	terminateTLS = terminateTLS && strings.Contains(m.Value, "terminate-tls")
+	k := policyKey{conn: true, sum: use.sum, terminateTLS: terminateTLS}
+	opts := enforce.PolicyOptions{TerminateTLS: terminateTLS}
 	if use.route != "" {
 		k.account, k.route = b.s.Account, e.ID
 		opts.Endpoint = edgeEndpoint(b.s.Account, e.ID, proto, hostports)
@@ -169,6 +174,8 @@ type policyKey struct {
 	outbound bool
 	// account and route are set for a route's document with rate limits (state of its own).
 	account, route string
+	// terminateTLS is set for a TLS edge's stage, where terminate-tls is applied.
+	terminateTLS bool
 }
 
 // policyEntry is a built stage, held weakly (one of the two, by the key's conn), or the error

@@ -61,7 +61,10 @@ type Edge struct {
 // HTTPSEdge is an HTTPS edge: TLS terminated with the host's certificate, then routes.
 type HTTPSEdge struct {
 	Edge
-	TLS    TLSPolicy
+	TLS TLSPolicy
+	// Select is the terminate-tls rules of its routes' traffic policies (nil: none), which set
+	// its handshake beside the modules (ConnTLS).
+	Select *TLSSelector
 	Routes []*Route // most specific first: exact paths, then prefixes longest first
 }
 
@@ -136,7 +139,10 @@ type TLSEdge struct {
 	Edge
 	Terminate bool
 	TLS       TLSPolicy
-	Backend   *Backend
+	// Select is the terminate-tls actions of its traffic_policy (nil: none); ConnTLS applies
+	// them beside the modules.
+	Select  *TLSSelector
+	Backend *Backend
 }
 
 // TCPEdge is a TCP edge on the port of each of its reserved addresses.

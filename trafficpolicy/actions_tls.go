@@ -164,33 +164,3 @@ func parseCAs(s string) ([]*x509.Certificate, error) {
 	}
 	return out, nil
 }
-
-// TerminateTLS returns the settings of a policy's terminate-tls action (nil when it has none):
-// its listener applies them to the handshake, which comes before any expression can be
-// evaluated, so the action must be in a rule of on_tcp_connect without expressions, once.
-func TerminateTLS(p *Policy) (*TLSSettings, error) {
-	var found *TLSSettings
-	for _, r := range p.OnTCPConnect {
-		for _, a := range r.Actions {
-			if a.Type != "terminate-tls" {
-				continue
-			}
-			if len(r.Expressions) > 0 {
-				return nil, errorf(a.Path, "terminate-tls in a rule with expressions is not applied yet: the handshake is set up before they are evaluated")
-			}
-			if found != nil {
-				return nil, errorf(a.Path, "a policy has one terminate-tls action")
-			}
-			cfg, err := a.Decode()
-			if err != nil {
-				return nil, err
-			}
-			s, err := cfg.(*TerminateTLSConfig).settings(a.Path + ".config")
-			if err != nil {
-				return nil, err
-			}
-			found = &s
-		}
-	}
-	return found, nil
-}

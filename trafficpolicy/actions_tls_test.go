@@ -69,21 +69,51 @@ func TestTerminateTLSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := TerminateTLS(p)
+	sel, err := TerminateTLS(p)
+	s := sel.Fixed()
 	if err != nil || s == nil || s.MinVersion != tls.VersionTLS13 || s.MaxVersion != tls.VersionTLS13 || s.Certificate == nil ||
 		len(s.ClientCAs) != 1 || !s.MutualTLS || s.ClientAuth != tls.RequireAnyClientCert {
 		t.Errorf("TerminateTLS: %+v %v", s, err)
 	}
 	for d, want := range map[string]string{
-		`{"on_tcp_connect":[{"expressions":["conn.client_port > 0"],"actions":[{"type":"terminate-tls"}]}]}`: "rule with expressions",
-		`{"on_tcp_connect":[{"actions":[{"type":"terminate-tls"},{"type":"terminate-tls"}]}]}`:               "one terminate-tls",
+		`{"on_tcp_connect":[{"expressions":["conn.tls.version == '1.3'"],"actions":[{"type":"terminate-tls"}]}]}`: "before conn.tls.version is known",
+		`{"on_tcp_connect":[{"expressions":["vars.x == 'y'"],"actions":[{"type":"terminate-tls"}]}]}`:             "before vars is known",
+		`{"on_tcp_connect":[{"actions":[{"type":"terminate-tls"},{"type":"terminate-tls"}]}]}`:                    "one terminate-tls",
 	} {
-		p, err := Parse(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := TerminateTLS(p); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Parse(d); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", d, err, want)
+		}
+	}
+}
+
+// TestTerminateTLSChoose: the terminate-tls of a rule with expressions applies to a connection
+// when its rule matches what the ClientHello tells (the server name, the client's address), the
+// last matching one winning; a rule that does not match leaves the endpoint's TLS.
+func TestTerminateTLSChoose(t *testing.T) {
+	p, err := Parse(`{"on_tcp_connect":[
+		{"expressions":["conn.tls.sni == 'strict.example.com'"],"actions":[{"type":"terminate-tls","config":{"min_version":"1.3"}}]},
+		{"expressions":["conn.client_ip == '192.0.2.7'","endpoint.id == 'ep_1'"],"actions":[{"type":"terminate-tls","config":{"max_version":"1.2"}}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := TerminateTLS(p)
+	if err != nil || sel.Fixed() != nil {
+		t.Fatalf("TerminateTLS: %v, fixed %v", err, sel.Fixed())
+	}
+	for _, c := range []struct {
+		client, sni string
+		want        int
+	}{
+		{"198.51.100.1:4000", "strict.example.com", 0},
+		{"198.51.100.1:4000", "other.example.com", -1},
+		{"192.0.2.7:4000", "other.example.com", 1},
+		{"192.0.2.7:4000", "strict.example.com", 1},
+	} {
+		vars := ConnVars(c.client, "203.0.113.1:443")
+		SetServerName(vars, c.sni)
+		SetEndpoint(vars, &Endpoint{ID: "ep_1"})
+		if got, err := sel.Choose(vars); err != nil || got != c.want {
+			t.Errorf("%s %s: %d %v, want %d", c.client, c.sni, got, err, c.want)
 		}
 	}
 }

@@ -340,6 +340,8 @@ func randInt(lo, hi int64) ref.Val {
 // variable it reads (req, vars, actions, …).
 type refs struct {
 	unavailable, roots []string
+	// names are the full names of the variables it reads (conn.client_ip, vars, …).
+	names []string
 }
 
 // inspect finds the refs of a checked expression.
@@ -358,6 +360,7 @@ func inspect(a *cel.Ast) refs {
 			if strings.HasPrefix(ref.Name, "conn.bytes_") {
 				r.roots = append(r.roots, "conn.bytes") // the listener counts bytes only for such policies
 			}
+			r.names = append(r.names, ref.Name)
 		}
 	}
 	slices.Sort(r.unavailable)

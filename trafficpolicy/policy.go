@@ -75,6 +75,8 @@ type Rule struct {
 	Expressions []string
 	Actions     []*Action
 	programs    []cel.Program
+	// reads are the full names of the variables its expressions read, for TLSSelector.
+	reads []string
 }
 
 // Action is one action of a rule: its type and its configuration as the document gave it.
@@ -134,6 +136,9 @@ func Parse(doc string) (*Policy, error) {
 		for i, r := range list {
 			rule, err := parseRule(phase, fmt.Sprintf("%s[%d]", phase, i), r, p)
 			if err != nil {
+				return nil, err
+			}
+			if err := checkTerminateTLSRule(rule); err != nil {
 				return nil, err
 			}
 			*into = append(*into, rule)
@@ -213,6 +218,7 @@ func parseRule(phase, path string, v any, p *Policy) (*Rule, error) {
 		}
 		p.note(fmt.Sprintf("%s.expressions[%d]", path, i), refs)
 		r.programs = append(r.programs, prg)
+		r.reads = append(r.reads, refs.names...)
 	}
 	return r, nil
 }

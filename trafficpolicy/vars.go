@@ -48,6 +48,8 @@ type sources struct {
 	tls            *tls.ConnectionState
 	conn           Conn
 	parts          *parts
+	// sni is the ClientHello's server name, read as conn.tls.sni before the handshake ends.
+	sni string
 }
 
 // parts are what is computed once per request for several variables.
@@ -183,6 +185,10 @@ func ConnVars(client, server string) map[string]any {
 // SetConnStart gives the connection variables the time the connection was accepted
 // (conn.ts.start); without it, the time the variable is first read.
 func SetConnStart(vars map[string]any, t time.Time) { sourcesOf(vars).connStart = t }
+
+// SetServerName gives conn.tls.sni the ClientHello's server name, for expressions evaluated
+// before the handshake is done (TLSSelector).
+func SetServerName(vars map[string]any, name string) { sourcesOf(vars).sni = name }
 
 // SetEndpoint gives the endpoint.* variables their endpoint.
 func SetEndpoint(vars map[string]any, e *Endpoint) { sourcesOf(vars).endpoint = e }

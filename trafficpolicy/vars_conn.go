@@ -38,7 +38,12 @@ func init() {
 		"conn.tls.negotiated_alpn": func(s *sources) any {
 			return tlsField(s, func(t *tls.ConnectionState) string { return t.NegotiatedProtocol })
 		},
-		"conn.tls.sni": func(s *sources) any { return tlsField(s, func(t *tls.ConnectionState) string { return t.ServerName }) },
+		"conn.tls.sni": func(s *sources) any {
+			if s.tls == nil {
+				return s.sni
+			}
+			return s.tls.ServerName
+		},
 		"conn.tls.version": func(s *sources) any {
 			return tlsField(s, func(t *tls.ConnectionState) string { return tls.VersionName(t.Version) })
 		},

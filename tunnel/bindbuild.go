@@ -39,7 +39,7 @@ func buildModules(proto string, raw json.RawMessage, env plan.BindEnv) (*bindOpt
 	if berr != nil {
 		return nil, bindModules{}, berr
 	}
-	etls, berr := tlsSettings(proto, raw)
+	etls, berr := tlsSettingsFor(proto, raw, env.Endpoint)
 	if berr != nil {
 		return nil, bindModules{}, berr
 	}

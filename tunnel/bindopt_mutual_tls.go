@@ -13,6 +13,7 @@ import (
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/pki"
 	"github.com/edgeplane/edgeplane/plan"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // codeMutualTLSNeedsTermination is ngrok's refusal of mutual TLS at the edge on a tls endpoint
@@ -39,6 +40,10 @@ type endpointTLS struct {
 	// digest identifies these settings: every pooled bind of an endpoint must ask the same,
 	// since a handshake cannot know which of them will serve the connection.
 	digest [32]byte
+	// sel is set when a traffic policy's terminate-tls depends on the connection (a rule with
+	// expressions): each ClientHello then chooses the settings (connTLS), and the fields above
+	// are unused.
+	sel *plan.TLSSelector
 }
 
 // parseMutualTLS reads a MutualTLSCA or MutualTLSAtEdge option ({mutual_tls_ca: base64 of
@@ -82,6 +87,11 @@ func certName(c *x509.Certificate) string {
 // always is; a tls bind only with TLS termination (else ngrok's 1694), and an http or tcp bind
 // has no TLS to ask a certificate in.
 func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
+	return tlsSettingsFor(proto, raw, nil)
+}
+
+// tlsSettingsFor is tlsSettings for a bind whose endpoint.* variables read endpoint.
+func tlsSettingsFor(proto string, raw json.RawMessage, endpoint *trafficpolicy.Endpoint) (*endpointTLS, *bindError) {
 	fields, berr := optionFields(raw)
 	if berr != nil {
 		return nil, berr
@@ -99,7 +109,7 @@ func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
 		term = v
 	}
 	if v := fields["trafficpolicy"]; present(v) && (proto == "https" || proto == "tls") {
-		if s, berr := policyTLSSettings(proto, v, mtls != nil || term != nil); s != nil || berr != nil {
+		if s, berr := policyTLSSettings(proto, v, mtls != nil || term != nil, endpoint); s != nil || berr != nil {
 			return s, berr
 		}
 	}
@@ -152,13 +162,13 @@ func tlsSettings(proto string, raw json.RawMessage) (*endpointTLS, *bindError) {
 // was never asked, so each request also shows that its connection's certificate chains to one
 // of this bind's CAs.
 func (s *endpointTLS) guard(proto string, c *enforce.Chain) *enforce.Chain {
-	if s == nil || !s.policy.MutualTLS || proto != "https" {
+	if s == nil || (!s.policy.MutualTLS && s.sel == nil) || proto != "https" {
 		return c
 	}
 	if c == nil {
 		c = &enforce.Chain{}
 	}
-	c.HTTP = append([]enforce.Stage{&clientCertGuard{policy: s.policy}}, c.HTTP...)
+	c.HTTP = append([]enforce.Stage{&clientCertGuard{tls: s}}, c.HTTP...)
 	return c
 }
 
@@ -169,14 +179,19 @@ func (s *endpointTLS) guard(proto string, c *enforce.Chain) *enforce.Chain {
 // ERR_NGROK_3200, as a request on a connection made for another name is: the client connects
 // again, and that handshake asks for the certificate.
 type clientCertGuard struct {
-	policy plan.TLSPolicy
+	tls *endpointTLS
 }
 
 func (g *clientCertGuard) Name() string { return "mutual_tls" }
 
 func (g *clientCertGuard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.policy.Admits(r.TLS) {
+		policy, mtls := g.tls.requestPolicy(r)
+		if !mtls {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if policy.Admits(r.TLS) {
 			enforce.SetClientCertHeaders(r.Header, r.TLS) // what ngrok's mutual TLS tells the upstream
 			next.ServeHTTP(w, r)
 			return

@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -101,15 +100,12 @@ func (t *Tunnel) AccountID() string { return t.sess.cred.AccountID }
 // Passthrough reports whether a TLS bind carries the client's TLS untouched.
 func (t *Tunnel) Passthrough() bool { return t.passthrough }
 
-// TLSPolicy is what the endpoint asks of its public clients' TLS where the public listener
-// terminates it (https binds, and tls binds with TLS termination): client certificates chaining
-// to the agent's CAs (mutual TLS), and the certificate to present, nil for the host's.
-func (t *Tunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	if t.tls == nil {
-		return plan.TLSPolicy{}, nil
-	}
-	return t.tls.policy, t.tls.cert
-}
+// TLSFor is what the endpoint asks of a public client's TLS where the public listener
+// terminates it (https binds, and tls binds with TLS termination or a terminate-tls action), by
+// the connection's ClientHello: client certificates chaining to the agent's CAs (mutual TLS),
+// the TLS versions, the certificate to present (nil for the host's) and, on a tls bind, whether
+// the listener terminates this connection.
+func (t *Tunnel) TLSFor(h plan.Hello) (plan.ConnTLS, error) { return t.tls.connTLS(h) }
 
 // tlsDigest identifies the bind's TLS settings (zero when it has none).
 func (t *Tunnel) tlsDigest() [32]byte {

@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -25,9 +24,9 @@ type Endpoint interface {
 	AccountID() string
 	Chain() *enforce.Chain
 	HTTPHandler(build func() http.Handler) http.Handler
-	DecideConn(c net.Conn) enforce.ConnVerdict
+	DecideConn(c net.Conn, serverName string) enforce.ConnVerdict
 	Passthrough() bool
-	TLSPolicy() (plan.TLSPolicy, *tls.Certificate)
+	TLSFor(h plan.Hello) (plan.ConnTLS, error)
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
 
@@ -100,13 +99,13 @@ func (r *remoteTunnel) HTTPHandler(build func() http.Handler) http.Handler {
 }
 
 // AllowConn runs the connection stages as Tunnel.AllowConn does; a broken row admits nothing.
-func (r *remoteTunnel) AllowConn(c net.Conn) bool {
-	v := r.DecideConn(c)
+func (r *remoteTunnel) AllowConn(c net.Conn, serverName string) bool {
+	v := r.DecideConn(c, serverName)
 	return v.Allow && v.Forward == nil
 }
 
 // DecideConn runs the connection stages as Tunnel.DecideConn does; a broken row admits nothing.
-func (r *remoteTunnel) DecideConn(c net.Conn) enforce.ConnVerdict {
+func (r *remoteTunnel) DecideConn(c net.Conn, serverName string) enforce.ConnVerdict {
 	if r.broken != "" {
 		return enforce.ConnVerdict{}
 	}
@@ -114,18 +113,13 @@ func (r *remoteTunnel) DecideConn(c net.Conn) enforce.ConnVerdict {
 	if !r.mods.chain.AllowConn(client.Addr().Unmap()) {
 		return enforce.ConnVerdict{}
 	}
-	return r.mods.policy.Decide(c.RemoteAddr(), c.LocalAddr())
+	return r.mods.policy.Decide(c.RemoteAddr(), c.LocalAddr(), serverName)
 }
 
 func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }
 
-// TLSPolicy is the bind's TLS settings, as Tunnel.TLSPolicy.
-func (r *remoteTunnel) TLSPolicy() (plan.TLSPolicy, *tls.Certificate) {
-	if r.mods.tls == nil {
-		return plan.TLSPolicy{}, nil
-	}
-	return r.mods.tls.policy, r.mods.tls.cert
-}
+// TLSFor is the bind's TLS settings for a connection, as Tunnel.TLSFor.
+func (r *remoteTunnel) TLSFor(h plan.Hello) (plan.ConnTLS, error) { return r.mods.tls.connTLS(h) }
 
 // Dial opens a link stream to the holding replica, which opens the agent's stream for it with
 // this proxy header. Its errors wrap peer.ErrNoTunnel (the agent has gone since the row was

@@ -119,7 +119,7 @@ func TestTerminateTLSAction(t *testing.T) {
 		doc  string
 		want string
 	}{
-		"with-expr": {config.WithTrafficPolicy(`{"on_tcp_connect":[{"expressions":["conn.client_port > 0"],"actions":[{"type":"terminate-tls"}]}]}`), "", "rule with expressions"},
+		"with-expr": {config.WithTrafficPolicy(`{"on_tcp_connect":[{"expressions":["conn.tls.version == '1.3'"],"actions":[{"type":"terminate-tls"}]}]}`), "", "before conn.tls.version is known"},
 		"strategy":  {config.WithTrafficPolicy(terminateTLSPolicy(t, map[string]any{"mutual_tls_verification_strategy": "maybe"})), "", "config.mutual_tls_verification_strategy"},
 		"both":      {config.WithTermination(chainA, keyA), terminateTLSPolicy(t, map[string]any{}), "give one of them"},
 	} {
