@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/edgeplane/edgeplane/internal/acceptguard"
 
-	"github.com/edgeplane/edgeplane/pki"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -348,18 +345,7 @@ func TestTLSAndTCPEdges(t *testing.T) {
 // its reserved domain (edgeplane's CA signs one once it is detached), and a static backend with
 // tls.enabled is dialled over TLS trusting --outbound-ca.
 func TestEdgeCertificatesAndStaticTLS(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "test CA")
 	upstreamCert, _ := ca.Issue("127.0.0.1")
 	tlsUp := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "over tls") }),
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{*upstreamCert}}}

@@ -15,8 +15,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -97,15 +95,7 @@ func newSignInProvider(t *testing.T, ca *pki.CA) *signInProvider {
 // serves, and carries its requests to a real ngrok-go agent with the identity headers, a spoofed
 // one replaced; /ngrok/logout ends the session.
 func TestSignInOIDC(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("sign-in provider CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := pki.LoadCA(certPEM, keyPEM)
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "sign-in provider CA")
 	p := newSignInProvider(t, ca)
 
 	w := start(t, "--outbound-allow-private", "--outbound-ca", caFile)
@@ -135,7 +125,7 @@ func TestSignInOIDC(t *testing.T) {
 	// trusting both CAs, keeping cookies and following redirects.
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(w.caPEM)
-	roots.AppendCertsFromPEM([]byte(certPEM))
+	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},
@@ -195,15 +185,7 @@ func TestSignInOIDC(t *testing.T) {
 // an allowed user reaches the agent with the identity headers; with allow_domains naming
 // another domain, the same user gets 403 ERR_NGROK_3129 and never reaches the agent.
 func TestSignInOIDCBind(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("sign-in provider CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := pki.LoadCA(certPEM, keyPEM)
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "sign-in provider CA")
 	p := newSignInProvider(t, ca)
 	w := start(t, "--outbound-allow-private", "--outbound-ca", caFile)
 	_, token := w.credential()
@@ -223,7 +205,7 @@ func TestSignInOIDCBind(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(w.caPEM)
-	roots.AppendCertsFromPEM([]byte(certPEM))
+	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},
@@ -279,15 +261,7 @@ func oauthEndpoints(g *oauthtest.GitHub) string {
 // WithOAuthClientSecret) signs in with it and asks for its scopes, while a bind without one is
 // refused with ERR_NGROK_3208 naming the flag.
 func TestSignInOAuthBind(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("oauth provider CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := pki.LoadCA(certPEM, keyPEM)
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "oauth provider CA")
 	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret", "own-client": "own-secret"})
 	managed := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
 	own := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g))
@@ -321,7 +295,7 @@ func TestSignInOAuthBind(t *testing.T) {
 		config.WithAllowOAuthEmail("octo@example.com"), config.WithOAuthScope("repo")); err != nil {
 		t.Fatalf("bind with its own client: %v", err)
 	}
-	err = bind(own, "gh-none.edgeplane.app", config.WithAllowOAuthDomain("example.com"))
+	err := bind(own, "gh-none.edgeplane.app", config.WithAllowOAuthDomain("example.com"))
 	if code := ngrokCode(err); code != "ERR_NGROK_3208" || !strings.Contains(err.Error(), "--oauth-app github=") {
 		t.Fatalf("a bind without a client on a server without --oauth-app: %v, want ERR_NGROK_3208 naming --oauth-app", err)
 	}
@@ -329,7 +303,7 @@ func TestSignInOAuthBind(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(managed.caPEM)
 	roots.AppendCertsFromPEM(own.caPEM)
-	roots.AppendCertsFromPEM([]byte(certPEM))
+	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},

@@ -12,13 +12,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeplane/edgeplane/pki"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.ngrok.com/ngrok/config"
@@ -30,18 +27,7 @@ import (
 // ERR_NGROK_3406, and tokens of the wrong issuer, audience or algorithm, or expired, get 401
 // ERR_NGROK_3401 with an invalid_token challenge and never reach the agent.
 func TestEdgeJWTValidation(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("jwks CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "jwks CA")
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	jwksCert, _ := ca.Issue("127.0.0.1")

@@ -10,14 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/edgeplane/edgeplane/pki"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.ngrok.com/ngrok/config"
@@ -33,18 +31,7 @@ type outboundKeys struct {
 
 func serveOutboundKeys(t *testing.T, issuer, audience string) outboundKeys {
 	t.Helper()
-	certPEM, keyPEM, err := pki.NewCA("outbound test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "outbound test CA")
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	cert, err := ca.Issue("127.0.0.1", "localhost")
 	if err != nil {

@@ -9,13 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeplane/edgeplane/pki"
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -27,15 +24,7 @@ import (
 // session. A configuration ngrok refuses is refused by the API (400 ERR_NGROK_215) and as an
 // agent's bind (ERR_NGROK_301), naming the field.
 func TestTrafficPolicySignIn(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("sign-in provider CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := pki.LoadCA(certPEM, keyPEM)
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "sign-in provider CA")
 	p := newSignInProvider(t, ca)
 	g := newGitHubProvider(t, ca, map[string]string{"managed-client": "managed-secret"})
 	wa := start(t, "--outbound-allow-private", "--outbound-ca", caFile, "--oauth-endpoints", oauthEndpoints(g), "--oauth-app", "github=managed-client:managed-secret")
@@ -84,7 +73,7 @@ on_http_request:
 
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(wa.caPEM)
-	roots.AppendCertsFromPEM([]byte(certPEM))
+	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},

@@ -10,13 +10,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeplane/edgeplane/pki"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"golang.ngrok.com/ngrok/config"
@@ -67,18 +64,7 @@ on_http_response:
 // compress-response's choice. A plain HTTP bind's policy reading the counts, which the listener
 // does not keep for it, fails closed naming why.
 func TestTrafficPolicyVariablesOnRoutes(t *testing.T) {
-	certPEM, keyPEM, err := pki.NewCA("jwks CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "outbound.pem")
-	if err := os.WriteFile(caFile, []byte(certPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca, caFile := newOutboundCA(t, "jwks CA")
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	jwksCert, _ := ca.Issue("127.0.0.1")
 	jwks := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
