@@ -63,6 +63,13 @@ func (m *Manager) run(md store.ManagedDomain) {
 	}
 	d = fresh.(*ep.ReservedDomain)
 	if _, due := m.dueAt(d, time.Now()); !due || d.CertificateManagementPolicy == nil || *d.CertificateManagementPolicy != w.policy {
+		if installed(d) {
+			// Taking the lease made a job row if the run that certified the domain had already
+			// deleted its own: a certified domain has no job, so it goes again.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = m.cfg.Store.DeleteACMEJob(ctx, w.domainID)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Attempt)
@@ -209,4 +216,11 @@ func backoff(base time.Duration, n int) time.Duration {
 		d *= 2
 	}
 	return min(d, time.Hour)
+}
+
+// installed reports whether the domain holds a certificate and has no job under way: what a run
+// leaves once it installed one.
+func installed(d *ep.ReservedDomain) bool {
+	st := d.CertificateManagementStatus
+	return d.Certificate != nil && st != nil && st.ProvisioningJob == nil
 }

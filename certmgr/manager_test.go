@@ -205,3 +205,27 @@ func TestLeaseHeldElsewhereIsTakenOnlyAfterExpiry(t *testing.T) {
 		e.waitNoLease(id, host)
 	})
 }
+
+// A run that starts after the domain was certified (its scan read the domain before another run
+// installed the certificate) takes the lease, finds nothing due and leaves no job row behind: a
+// certified domain has no job.
+func TestLateRunLeavesNoJob(t *testing.T) {
+	forEngines(t, func(t *testing.T, st *store.Store) {
+		e := newEnv(t, st)
+		pb := e.pebble(pebbletest.Options{})
+		host := "late.example.com"
+		id := e.reserve(host, "ecdsa")
+		m := e.manager(certmgr.Config{Directory: pb.Directory, Roots: pb.Roots})
+		d := e.waitDomain(id, "certified", certified)
+		e.waitNoLease(id, host)
+		if !m.RunOnce(store.ManagedDomain{AccountID: e.caller.AccountID, Domain: d}) {
+			t.Fatal("a run of the certified domain is under way")
+		}
+		if l, ok := e.lease(id); ok {
+			t.Fatalf("a late run left the job row of a certified domain: %+v", l)
+		}
+		if again := e.domain(id); !certified(again) || again.Certificate.ID != d.Certificate.ID {
+			t.Fatalf("a late run changed the certified domain: %s", statusString(again))
+		}
+	})
+}
