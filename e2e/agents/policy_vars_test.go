@@ -154,13 +154,15 @@ func TestTrafficPolicyVariablesOnRoutes(t *testing.T) {
 		}
 
 		// The bytes of this connection so far: its ClientHello and requests in, the server's
-		// handshake (with its certificate) and answers out; growing with each request on it.
+		// handshake (with its certificate) and answers out. Each request on it adds to what came
+		// in; what went out never shrinks (an HTTP/2 server's last frames of the previous answer,
+		// written by its own goroutine, may not be counted yet when the next request is read).
 		bc := wa.httpsClient()
 		var lastIn, lastOut int64
 		for i := range 2 {
 			resp, b, err := try(bc, "GET", "https://"+host+"/bytes", nil)
 			var in, out int64
-			if n, _ := fmt.Sscanf(string(b), "%d %d", &in, &out); err != nil || resp.StatusCode != 200 || n != 2 || in <= lastIn || out <= lastOut || (i == 0 && (in < 300 || out < 500)) {
+			if n, _ := fmt.Sscanf(string(b), "%d %d", &in, &out); err != nil || resp.StatusCode != 200 || n != 2 || in <= lastIn || out < lastOut || (i == 0 && (in < 300 || out < 500)) {
 				t.Errorf("%s: request %d: conn.bytes: %v %q, after %d %d", host, i, err, b, lastIn, lastOut)
 			}
 			lastIn, lastOut = in, out
