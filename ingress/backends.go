@@ -24,6 +24,9 @@ type target struct {
 	// backend is the id of the backend chosen (the leaf of a failover or weighted tree), for
 	// the inspector.
 	backend string
+	// once: the connection is closed after this request instead of kept for the next
+	// (an endpoint whose replica is draining: Drainer).
+	once bool
 }
 
 // conn describes the public connection a backend is chosen for.
@@ -51,7 +54,7 @@ func (s *Server) choose(b *plan.Backend, c conn) (target, bool) {
 			return target{}, false
 		}
 		ep := eps[rand.IntN(len(eps))]
-		return target{key: "t" + hashKey(ep.ID()), backend: b.ID, dial: func(ctx context.Context) (net.Conn, error) {
+		return target{key: "t" + hashKey(ep.ID()), backend: b.ID, once: draining(ep), dial: func(ctx context.Context) (net.Conn, error) {
 			return ep.Dial(ctx, c.clientAddr, c.proto, c.edgeType, c.passthrough)
 		}}, true
 	case plan.Static:

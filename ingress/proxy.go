@@ -89,6 +89,23 @@ func (s *Server) servedCertificate(serverName string) *x509.Certificate {
 type dialInfo struct {
 	dial  func(ctx context.Context) (net.Conn, error)
 	proto string
+	// once closes the connection after the request (target.once).
+	once bool
+}
+
+// Drainer is what an Endpoint of another replica that is draining after a handover also has:
+// a connection kept open to its agent between requests is a stream that holds the agent's
+// session, and with it the agent, on the draining replica until its drain timeout, out of
+// reach of its successor. While Draining, each request forwarded to it closes its connection
+// once answered (the next one is dialled anew, and finds the agent wherever it is then).
+type Drainer interface {
+	Draining() bool
+}
+
+// draining reports whether ep is a Drainer that is draining.
+func draining(ep Endpoint) bool {
+	d, ok := ep.(Drainer)
+	return ok && d.Draining()
 }
 
 func newProxy(s *Server) *proxy {
@@ -219,7 +236,7 @@ func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
 		if enforce.CarryRaw(r, dial) {
 			return // websocket_tcp_converter: the websocket was carried as a raw stream
 		}
-		p.forward(w, r, proto, target{key: key, dial: dial})
+		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep)})
 	})
 }
 
@@ -231,7 +248,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 	if c := enforce.ConnOf(r.Context()); c != nil {
 		connID = c.ID
 	}
-	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto})
+	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto, once: t.once})
 	r = r.WithContext(ctx)
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
 	p.rp.ServeHTTP(w, r)
@@ -248,6 +265,8 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Host = pr.In.URL.Host
 	pr.Out.Host = pr.In.Host
 	info := pr.In.Context().Value(dialKey).(*dialInfo)
+	// The transport closes the connection after the response, and tells the agent so.
+	pr.Out.Close = info.once
 	clientIP := ""
 	if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
 		clientIP = ap.Addr().Unmap().String()

@@ -139,12 +139,28 @@ type AgentReplica struct {
 	Gen int64
 	// Fresh reports that the replica refreshed its row within LiveTolerance: its rows count.
 	Fresh bool
+	// Draining reports that the replica handed over to a successor and is draining
+	// (DrainReplica): its agents are about to move.
+	Draining bool
+}
+
+// DrainReplica marks replica's row draining: it handed its sockets over to a successor, and its
+// agents reconnect there as soon as their sessions have no stream open. The other replicas then
+// stop keeping the streams they forward to those agents open between requests (tunnel's
+// directory), which would otherwise hold the sessions, and the agents, on the draining replica
+// until its drain timeout. The mark stays until the row goes: a draining replica never serves
+// again.
+func (s *Store) DrainReplica(ctx context.Context, replica string) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_replicas SET draining = 1 WHERE replica = ?`), replica)
+		return s.classify(err)
+	})
 }
 
 // AgentReplicas returns every replica's row: one short query on a table of one row per
 // replica, for a directory to poll.
 func (s *Store) AgentReplicas(ctx context.Context) ([]AgentReplica, error) {
-	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT replica, peer_addr, gen, CASE WHEN seen_at >= ? THEN 1 ELSE 0 END
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT replica, peer_addr, gen, CASE WHEN seen_at >= ? THEN 1 ELSE 0 END, draining
 		FROM agent_replicas`), ep.FormatTime(time.Now().Add(-LiveTolerance)))
 	if err != nil {
 		return nil, s.classify(err)
@@ -153,11 +169,11 @@ func (s *Store) AgentReplicas(ctx context.Context) ([]AgentReplica, error) {
 	var out []AgentReplica
 	for rows.Next() {
 		var r AgentReplica
-		var fresh int
-		if err := rows.Scan(&r.Replica, &r.PeerAddr, &r.Gen, &fresh); err != nil {
+		var fresh, draining int
+		if err := rows.Scan(&r.Replica, &r.PeerAddr, &r.Gen, &fresh, &draining); err != nil {
 			return nil, s.classify(err)
 		}
-		r.Fresh = fresh == 1
+		r.Fresh, r.Draining = fresh == 1, draining == 1
 		out = append(out, r)
 	}
 	return out, s.classify(rows.Err())

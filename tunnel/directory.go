@@ -50,10 +50,13 @@ type directory struct {
 // remoteReplica is what the directory keeps of another replica.
 type remoteReplica struct {
 	// gen is the generation its tunnels were last read at (0: never).
-	gen     int64
-	fresh   bool
-	addr    string
-	tunnels map[string]*remoteTunnel // by row id
+	gen   int64
+	fresh bool
+	// draining: it handed over to a successor, and its agents are about to move
+	// (store.DrainReplica).
+	draining bool
+	addr     string
+	tunnels  map[string]*remoteTunnel // by row id
 }
 
 // dirView is the remote tunnels routed to now, by endpoint and by account.
@@ -67,9 +70,12 @@ type dirView struct {
 	unrouted map[string]bool
 }
 
-// remoteGroup is the remote binds of one endpoint, all of one account.
+// remoteGroup is the remote binds of one endpoint, all of one account. The binds of draining
+// replicas are left out while another replica holds one; draining says the group has only
+// theirs.
 type remoteGroup struct {
-	tunnels []*remoteTunnel
+	tunnels  []*remoteTunnel
+	draining bool
 }
 
 var emptyView = &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}}
@@ -92,7 +98,7 @@ func (d *directory) pollOnce() {
 		return
 	}
 	self := d.g.cfg.Replica
-	changed := false
+	changed, drained := false, false
 	seen := map[string]bool{}
 	peers := map[string]string{}
 	for _, rep := range reps {
@@ -106,6 +112,11 @@ func (d *directory) pollOnce() {
 			d.replicas[rep.Replica] = r
 		}
 		r.fresh, r.addr = rep.Fresh, rep.PeerAddr
+		if rep.Draining != r.draining {
+			r.draining = rep.Draining
+			changed = true
+			drained = drained || rep.Draining
+		}
 		if !rep.Fresh {
 			continue
 		}
@@ -138,6 +149,9 @@ func (d *directory) pollOnce() {
 	}
 	if changed {
 		d.swap()
+	}
+	if drained {
+		d.g.peerDraining()
 	}
 	d.syncPorts()
 }
@@ -189,6 +203,7 @@ func (d *directory) swap() {
 	var all []*remoteTunnel
 	for id, r := range d.replicas {
 		for _, t := range r.tunnels {
+			t.draining.Store(r.draining)
 			switch {
 			case d.routable[id]:
 				all = append(all, t)
@@ -223,8 +238,28 @@ func (d *directory) swap() {
 			}
 		}
 	}
+	for _, grp := range v.endpoints {
+		grp.tunnels, grp.draining = withoutDraining(grp.tunnels)
+	}
 	d.view.Store(v)
 	d.g.remoteChanged()
+}
+
+// withoutDraining returns the binds of ts on replicas that are not draining, or, when every one
+// is, all of them and true: a bind whose agent is about to leave a draining replica is routed to
+// only while it has no other place (its agent moving to the successor shows up as a bind of
+// the same row there).
+func withoutDraining(ts []*remoteTunnel) ([]*remoteTunnel, bool) {
+	kept := ts[:0:0]
+	for _, t := range ts {
+		if !t.draining.Load() {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		return ts, true
+	}
+	return kept, false
 }
 
 // syncPorts keeps a listener open on every remote tcp endpoint's port, and logs each port that

@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -23,11 +24,38 @@ type openConn struct {
 	once sync.Once
 }
 
-// countOpen counts c among the session's open proxy streams until it is closed.
+// drainedOpen is the open count of a session the drain has claimed (retire): far below zero, so
+// no stream can be counted on it any more.
+const drainedOpen = math.MinInt64 / 2
+
+// enter counts a proxy stream about to be opened on the session, before it is: false once the
+// drain has retired the session, whose agent is on its way to the successor. Counting first is
+// what keeps the drain from ending a session under a stream being opened (it would fail, or be
+// cut after its header). A stream that then fails to open is let go with leave.
+func (s *session) enter() bool {
+	for {
+		n := s.open.Load()
+		if n < 0 {
+			return false
+		}
+		if s.open.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// leave stops counting a stream enter counted that was not opened after all.
+func (s *session) leave() { s.open.Add(-1) }
+
+// countOpen keeps counting c, a stream enter counted, until it is closed.
 func (s *session) countOpen(c net.Conn) net.Conn {
-	s.open.Add(1)
 	return &openConn{Conn: c, s: s}
 }
+
+// retire claims the session for the drain when no proxy stream is open or being opened on it:
+// from then on enter refuses new ones (their Dial fails with ErrSessionGone, which another
+// replica's forwarded connection takes as the agent having moved, and waits for it there).
+func (s *session) retire() bool { return s.open.CompareAndSwap(0, drainedOpen) }
 
 // Close closes the stream and stops counting it.
 func (c *openConn) Close() error {
@@ -54,7 +82,7 @@ func (g *Gateway) Drain(ctx context.Context) (cut int) {
 	for {
 		left := 0
 		for _, s := range g.snapshotSessions() {
-			if s.open.Load() > 0 {
+			if !s.retire() && s.open.Load() >= 0 {
 				left++
 				continue
 			}

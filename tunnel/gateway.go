@@ -51,6 +51,11 @@ type Config struct {
 	// gateway then routes public connections to their tunnels too (the directory, read from
 	// Store), and serves their streams for its own (AcceptPeer). Nil: a single server.
 	Link *peer.Link
+	// OnPeerDraining, when not nil, is called (from the directory's loop) when another replica
+	// starts draining after a handover, for the public listeners to close the idle connections
+	// they keep to agents: each is an open stream, and would hold an agent's session on the
+	// draining replica until its drain timeout.
+	OnPeerDraining func()
 	// DirectoryInterval is how often the directory polls the replicas table (default
 	// DefaultDirectoryInterval).
 	DirectoryInterval time.Duration

@@ -1,12 +1,9 @@
 package tunnel
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -113,54 +110,6 @@ func (t *Tunnel) tlsDigest() [32]byte {
 		return [32]byte{}
 	}
 	return t.tls.digest
-}
-
-// ErrSessionGone is returned by Dial when the agent's session has ended.
-var ErrSessionGone = errors.New("tunnel: the agent's session has ended")
-
-// Dial opens a proxy stream to the agent for one public connection and writes its header: the
-// returned connection carries the public client's bytes from then on. clientAddr is the public
-// client's ip:port; edgeType is "" for plain endpoints, "1" TCP, "2" TLS, "3" HTTPS edges.
-func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
-	select {
-	case <-t.sess.done:
-		return nil, ErrSessionGone
-	default:
-	}
-	if proto == "" {
-		proto = t.proto
-	}
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		st, err := t.sess.mux.OpenTypedStream(typeProxy)
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		_ = st.SetWriteDeadline(time.Now().Add(rpcTimeout))
-		if err := writeProxyHeader(st, ProxyHeader{ID: t.id, ClientAddr: clientAddr, Proto: proto, EdgeType: edgeType, PassthroughTLS: passthrough}); err != nil {
-			st.Close()
-			ch <- result{nil, err}
-			return
-		}
-		_ = st.SetWriteDeadline(time.Time{})
-		ch <- result{t.sess.countOpen(t.streams.track(st)), nil}
-	}()
-	select {
-	case r := <-ch:
-		return r.c, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
 }
 
 // group is the tunnels serving one endpoint: one, or several when every bind asked for pooling;

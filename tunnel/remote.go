@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
@@ -45,12 +46,24 @@ type remoteTunnel struct {
 	broken string
 	// gw finds the bind again when its agent has moved to another replica (moved.go); nil in
 	// tests that build a remote tunnel alone.
-	gw      *Gateway
-	handler struct {
+	gw *Gateway
+	// draining is set while the holding replica drains after a handover (the directory sets
+	// it from the replica's row): see Draining.
+	draining atomic.Bool
+	handler  struct {
 		once sync.Once
 		h    http.Handler
 	}
 }
+
+// Draining reports that the replica holding the tunnel is draining after a handover: its agent
+// is about to reconnect to the successor, which it does only once its session has no stream
+// open. The public listeners therefore close a connection they forward to it after each
+// request rather than keep it for the next one (ingress's Drainer): a kept connection is an
+// open stream, and would hold the agent on the draining replica, out of the successor's reach
+// (a successor has the same link address as its predecessor, so no link reaches the
+// predecessor from it), until the drain timeout.
+func (r *remoteTunnel) Draining() bool { return r.draining.Load() }
 
 // newRemoteTunnel builds the endpoint of a row of replica; the row carries its options. env is
 // this replica's for the modules' builders (its Endpoint is filled in here).

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,8 @@ type replica struct {
 	agentAddr string
 	pool      *x509.CertPool
 	tcpHost   string
+	// peerDrains counts the calls of Config.OnPeerDraining.
+	peerDrains atomic.Int64
 }
 
 // replica starts a gateway named id whose tcp endpoints listen on tcpHost, with its link
@@ -110,7 +113,8 @@ func (c *cluster) replica(id, tcpHost string, interval time.Duration) *replica {
 	cert, pool := selfSigned(t, "agents.test")
 	gw = New(Config{Store: c.st, Settings: c.settings, Replica: id, Version: "test", Link: r.link,
 		DirectoryInterval: interval, ListenTCP: listenOn(tcpHost), Logger: testLogger(t),
-		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+		OnPeerDraining: func() { r.peerDrains.Add(1) },
+		TLS:            &tls.Config{Certificates: []tls.Certificate{cert}}})
 	r.gw, r.pool = gw, pool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

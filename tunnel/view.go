@@ -29,8 +29,8 @@ func (g *Gateway) Endpoint(proto, host string) Endpoint {
 	if local != nil {
 		nl = len(local.tunnels)
 	}
-	if remote != nil {
-		nr = len(remote.tunnels)
+	if remote != nil && (!remote.draining || nl == 0) {
+		nr = len(remote.tunnels) // a draining replica's binds only when no other holds one
 	}
 	switch {
 	case nl+nr == 0:
@@ -85,6 +85,16 @@ func (g *Gateway) Labeled(account string, want map[string]string) []Endpoint {
 	if g.dir != nil {
 		out = g.dir.labeledOf(account, want, out)
 	}
+	// A draining replica's tunnels only when there is no other: its agents are about to leave.
+	kept := out[:0:0]
+	for _, t := range out {
+		if r, ok := t.(*remoteTunnel); !ok || !r.Draining() {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) > 0 {
+		return kept
+	}
 	return out
 }
 
@@ -92,6 +102,13 @@ func (g *Gateway) Labeled(account string, want map[string]string) []Endpoint {
 // of other replicas routed to change, for whatever waits on the online endpoints (requests
 // waiting for a moving endpoint). Call it before serving.
 func (g *Gateway) SetOnRemoteChange(f func()) { g.onRemoteChange = f }
+
+// peerDraining tells Config.OnPeerDraining that another replica started draining.
+func (g *Gateway) peerDraining() {
+	if g.cfg.OnPeerDraining != nil {
+		g.cfg.OnPeerDraining()
+	}
+}
 
 func (g *Gateway) remoteChanged() {
 	if g.onRemoteChange != nil {

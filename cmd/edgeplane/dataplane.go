@@ -384,9 +384,11 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
 		CarryTCP:  func(c net.Conn, t tunnel.Endpoint, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
-		Replica:   d.replica,
-		Logger:    log,
-		Version:   versionString(),
+		// Another replica draining: the connections kept idle to its agents would hold them.
+		OnPeerDraining: d.pub.CloseIdleUpstreams,
+		Replica:        d.replica,
+		Logger:         log,
+		Version:        versionString(),
 	})
 	// One view of the endpoints for the listeners: this replica's agents' and, with a link,
 	// the other replicas'; patient with those whose agents are moving (dataplane_drain.go).

@@ -113,6 +113,18 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 		d.pub.Drain(ctx)
 		close(pubDone)
 	}()
+	// The other replicas keep connections to this replica's agents open between requests; each
+	// is a stream that would hold its agent's session here until ctx ends, while the successor,
+	// whose link address is this replica's, cannot reach it. Marked draining, they close those
+	// connections after each request and prefer the agent's new place once it has one.
+	if d.link != nil {
+		mctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a database that is down must not take the drain's time
+		err := d.st.DrainReplica(mctx, d.replica)
+		cancel()
+		if err != nil && d.log.Load() != nil {
+			d.log.Load().Warn("handover: cannot mark this replica draining; the other replicas' connections to its agents may hold them until the drain timeout", "err", err)
+		}
+	}
 	settle := time.NewTimer(drainSettle)
 	defer settle.Stop()
 	select {

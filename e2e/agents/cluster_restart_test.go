@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 // a handover (SIGUSR2), each once the endpoints are served everywhere again, while public
 // requests for the endpoints of four agents (three ngrok-go sessions the balancer spreads over
 // the replicas, and the Node SDK, whose reconnect backoff leaves no room for a failed first
-// attempt) run in a loop through the balancer. Not one request fails.
+// attempt) run in a loop through the balancer. Not one request fails, and no old process
+// needs its whole drain timeout: the streams the other replicas keep open to its agents between
+// requests would otherwise hold the agents on it, where its successor cannot reach them.
 func TestClusterRollingRestart(t *testing.T) {
 	c := startCluster(t)
 	a := c.lb
@@ -51,6 +54,11 @@ func TestClusterRollingRestart(t *testing.T) {
 		}
 		t.Logf("replica %s: drained %v after SIGUSR2; every endpoint served by every replica %v after that",
 			r.ip, draining.Sub(sent).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		// The other replicas' connections kept open to the old process's agents must not hold
+		// them there until the drain timeout: meanwhile the successor cannot reach them.
+		if strings.Contains(r.proc.Stderr.String(), "the drain timeout ended") {
+			t.Errorf("replica %s: the old process's drain ran into its timeout; stderr:\n%s", r.ip, lastBytes(r.proc.Stderr.String(), 4000))
+		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	for i, l := range loops {
