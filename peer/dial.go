@@ -120,7 +120,13 @@ func (l *Link) link(ctx context.Context, id, addr string) (*outLink, error) {
 		if o := p.out; o != nil {
 			l.mu.Unlock()
 			if o.down.Load() {
-				return nil, unavailable(id, "the link is going down: %v", *o.reason.Load())
+				// watch marks a link down without a reason of its own when its session simply
+				// ended; the reason, when there is one, says who ended it.
+				why := error(errLinkDown)
+				if r := o.reason.Load(); r != nil {
+					why = *r
+				}
+				return nil, unavailable(id, "the link is going down: %v", why)
 			}
 			return o, nil
 		}

@@ -273,3 +273,24 @@ func TestSetPeers(t *testing.T) {
 		t.Fatalf("stats: %+v", s)
 	}
 }
+
+// A dial that finds the link marked down by its own end (watch marks it so without a reason
+// when the session simply ended) fails as unavailable, naming the link going down, instead of
+// reading a reason that is not there.
+func TestDialWhileLinkGoesDownWithoutReason(t *testing.T) {
+	ca := newTestCA(t)
+	a, b := newNode(t, ca, "rep_a", nodeOpts{}), newNode(t, ca, "rep_b", nodeOpts{})
+	c := a.dial(t, b, "tn_echo")
+	defer c.Close()
+	a.link.mu.Lock()
+	o := a.link.peers[b.id].out
+	a.link.mu.Unlock()
+	if o == nil {
+		t.Fatal("no link to B after a dial")
+	}
+	o.down.Store(true) // as watch does at a session's end, before any reason is known
+	_, err := a.link.Dial(testCtx(t), b.id, b.addr, req("tn_echo"))
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "going down") {
+		t.Fatalf("dial over a link going down: %v, want ErrUnavailable naming it", err)
+	}
+}
