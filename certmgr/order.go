@@ -123,7 +123,12 @@ func (m *Manager) authorize(ctx context.Context, client *acme.Client, w *work, z
 	}
 	if chal.Status == acme.StatusPending { // one already being validated (a resumed order) is only waited for
 		if _, err := client.Accept(ctx, chal); err != nil {
-			return w.classify("did not accept the challenge answer", err)
+			// A resumed order's challenge was answered before the restart and may have been
+			// validated since it was read: then there is nothing to accept, only to wait for.
+			c, gerr := client.GetChallenge(ctx, chal.URI)
+			if gerr != nil || (c.Status != acme.StatusValid && c.Status != acme.StatusProcessing) {
+				return w.classify("did not accept the challenge answer", err)
+			}
 		}
 	}
 	if _, err := client.WaitAuthorization(ctx, zurl); err != nil {
