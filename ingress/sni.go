@@ -57,19 +57,24 @@ func readHello(c net.Conn) (*tls.ClientHelloInfo, string, []byte, error) {
 	return hello, strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")), rc.buf.Bytes(), nil
 }
 
-// replayConn reads the recorded bytes first, then from the connection. It holds the JA4
-// fingerprint of the ClientHello when the listener computed one (Server.connReads).
+// replayConn reads the recorded bytes first, then from the connection.
 type replayConn struct {
 	net.Conn
-	r   io.Reader
-	ja4 string
+	r io.Reader
 }
 
 func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// JA4 is the fingerprint of the connection's ClientHello, for conn.tls.ja4_fingerprint
-// (enforce.Fingerprinted); ok is false when it was not computed.
-func (c *replayConn) JA4() (string, bool) { return c.ja4, c.ja4 != "" }
+// fingerprintedConn is a connection whose ClientHello the listener fingerprinted, for a
+// traffic policy reading conn.tls.ja4_fingerprint (enforce.Fingerprinted). Only the
+// connections to an edge or endpoint whose policy reads it are wrapped (Server.connReads).
+type fingerprintedConn struct {
+	*replayConn
+	ja4 string
+}
+
+// JA4 is the fingerprint of the connection's ClientHello.
+func (c *fingerprintedConn) JA4() (string, bool) { return c.ja4, true }
 
 // NetConn returns the underlying connection, so that the public limiter finds its own
 // connection inside an HTTPS one (netx.ConnState).
@@ -124,10 +129,10 @@ func (s *Server) routeTLS(c net.Conn) {
 	var hc net.Conn = conn
 	if reads := s.connReads(sni); reads.Bytes || reads.JA4 {
 		if reads.JA4 {
-			conn.ja4 = ja4.Fingerprint(ch)
+			hc = &fingerprintedConn{replayConn: conn, ja4: ja4.Fingerprint(ch)}
 		}
 		if reads.Bytes {
-			hc = &countingConn{Conn: conn} // counts the replayed ClientHello too
+			hc = &countingConn{Conn: hc} // counts the replayed ClientHello too
 		}
 	}
 	if !s.handed.hand(tls.Server(hc, s.tlsConf)) {
