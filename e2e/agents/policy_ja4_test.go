@@ -23,7 +23,8 @@ import (
 // TestTrafficPolicyJA4: conn.tls.ja4_fingerprint is the fingerprint of the ClientHello the
 // client sent, taken by the listener when it reads the ClientHello. Account A's https bind
 // echoes it, to Go's crypto/tls client and to curl (OpenSSL), each the fingerprint of the same
-// client's ClientHello read by a listener of the test's own; account B's edge route denies Go's
+// client's ClientHello read by a listener of the test's own, and to Chromium when it is
+// installed; account B's edge route denies Go's
 // fingerprint and lets curl's through, while A's bind keeps answering Go. A plain HTTP bind
 // reads it as empty (no TLS). A connection made before B's policy read it was not fingerprinted:
 // its next request fails closed, 503 ERR_NGROK_3210 naming why, while a new connection is
@@ -118,16 +119,40 @@ func TestTrafficPolicyJA4(t *testing.T) {
 		t.Errorf("A's bind after B's deny: %v %v %q", err, resp, b)
 	}
 
+	_, port, _ := net.SplitHostPort(wa.https)
+	if browser := chromiumPath(); browser != "" {
+		// Chromium (BoringSSL, with GREASE and its extensions in a random order, which JA4
+		// leaves out and sorts).
+		dump := func(host, addr string) string {
+			h, p, _ := net.SplitHostPort(addr)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, _ := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+				"--user-data-dir="+t.TempDir(), "--ignore-certificate-errors", "--host-resolver-rules=MAP "+host+" "+h,
+				"--dump-dom", "https://"+host+":"+p+"/").Output()
+			return string(out)
+		}
+		chromeFP := fingerprintOf(t, func(addr string) { dump("ja4-a.edgeplane.app", addr) })
+		if !strings.HasPrefix(chromeFP, "t13d") || !strings.Contains(chromeFP, "h2_") || chromeFP == goFP {
+			t.Errorf("Chromium's fingerprint as the test's listener reads it: %q (Go's %q)", chromeFP, goFP)
+		}
+		t.Logf("Chromium's fingerprint: %s", chromeFP)
+		if got := dump("ja4-a.edgeplane.app", wa.https); !strings.Contains(got, "["+chromeFP+"]") {
+			t.Errorf("A's bind to Chromium: %q, want [%s]", got, chromeFP)
+		}
+	} else {
+		t.Log("no Chromium: it was not fingerprinted")
+	}
+
 	curl, err := exec.LookPath("curl")
 	if err != nil {
-		t.Log("no curl: only Go's client was fingerprinted")
+		t.Log("no curl: it was not fingerprinted")
 		return
 	}
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, wa.caPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(wa.https)
 	run := func(host, addr string, insecure bool) string {
 		h, p, _ := net.SplitHostPort(addr)
 		args := []string{"-sS", "--max-time", "10", "--resolve", host + ":" + p + ":" + h, "--cacert", caFile}
@@ -138,6 +163,7 @@ func TestTrafficPolicyJA4(t *testing.T) {
 		return string(out)
 	}
 	curlFP := fingerprintOf(t, func(addr string) { run("ja4-a.edgeplane.app", addr, true) })
+	t.Logf("Go's fingerprint: %s; curl's: %s", goFP, curlFP)
 	if curlFP == "" || curlFP == goFP {
 		t.Fatalf("curl's fingerprint as the test's listener reads it: %q (Go's %q)", curlFP, goFP)
 	}
@@ -147,6 +173,20 @@ func TestTrafficPolicyJA4(t *testing.T) {
 	if got := run("ja4-b.example.com", "127.0.0.1:"+port, false); got != "b ["+curlFP+"]" {
 		t.Errorf("B's route to curl: %q, want b [%s] (only Go's fingerprint is denied)", got, curlFP)
 	}
+}
+
+// chromiumPath is the Chromium the browser tests use ($EDGEPLANE_TEST_CHROMIUM, else the usual
+// names), or "" when there is none.
+func chromiumPath() string {
+	if p := os.Getenv("EDGEPLANE_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // fingerprintOf is the JA4 fingerprint of the ClientHello that connect sends to a listener of
