@@ -186,3 +186,30 @@ func TestSignInAppsBounded(t *testing.T) {
 		t.Errorf("the dropped application was not made again: built %d", built)
 	}
 }
+
+// TestSignInActionsInterpolationOIDC: openid-connect signs in with the client its request
+// renders: the provider's authorization, token exchange and ID token audience are all that
+// client's; a request rendering another client is sent to the provider under that one.
+func TestSignInActionsInterpolationOIDC(t *testing.T) {
+	p := newTestOIDC(t)
+	doc, err := trafficpolicy.Parse(`{"on_http_request":[{"actions":[{"type":"openid-connect","config":{"issuer_url":"` + p.srv.URL + `",
+		"client_id":"${getReqHeader('x-tenant').join('') == 'one' ? 'client-1' : 'client-other'}","client_secret":"${'secret-' + '1'}"}}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := NewTrafficPolicyWith(doc, PolicyOptions{Outbound: p.srv.Client(), SignIn: &SignInOptions{SessionKey: testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := httptest.NewTLSServer(tp.Wrap(upstreamEcho()))
+	t.Cleanup(edge.Close)
+	b := browser(t, edge)
+	resp, body := get(t, b, edge.URL+"/page", "x-tenant", "one")
+	if resp.StatusCode != 200 || body != "upstream /page" || resp.Header.Get("X-Got-Email") != "alice@example.com" {
+		t.Fatalf("sign-in as client-1: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	resp, _ = get(t, noFollow(b), edge.URL+"/page", "x-tenant", "two")
+	if resp.StatusCode != 302 || !strings.Contains(resp.Header.Get("Location"), "client_id=client-other") {
+		t.Errorf("a request rendering another client: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
