@@ -65,8 +65,8 @@ func TestSAMLArtifactSignIn(t *testing.T) {
 // wantArtifactRefused signs a new browser in with the artifact edit gives (nil: the IdP's own)
 // and wants the refusal status with ERR_NGROK_5211, the upstream never reached; it returns the
 // page's body.
-func (e *samlEnv) wantArtifactRefused(status int, edit func(art string) string) string {
-	e.t.Helper()
+func (e *samlEnv) wantArtifactRefused(t *testing.T, status int, edit func(art string) string) string {
+	t.Helper()
 	var tamper func(samltest.Form) samltest.Form
 	if edit != nil {
 		tamper = func(f samltest.Form) samltest.Form {
@@ -76,10 +76,14 @@ func (e *samlEnv) wantArtifactRefused(status int, edit func(art string) string) 
 			return f
 		}
 	}
-	p := e.visit(e.newBrowser(), "GET", "/app", nil, tamper)
-	wantPage(e.t, p, status, "ERR_NGROK_5211")
+	req, _ := http.NewRequest("GET", e.base+"/app", nil)
+	p, err := samltest.Browse(e.newBrowser(), req, tamper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPage(t, p, status, "ERR_NGROK_5211")
 	if _, hits := e.lastUpstream(); hits != 0 {
-		e.t.Fatal("a refused artifact reached the upstream")
+		t.Fatal("a refused artifact reached the upstream")
 	}
 	return string(p.Body)
 }
@@ -94,7 +98,7 @@ func TestSAMLArtifactRefused(t *testing.T) {
 	t.Run("bad signature", func(t *testing.T) {
 		e.idp.SignArtifactResponsesWith(otherKey, otherCert)
 		defer e.idp.SignArtifactResponsesWith(nil, nil)
-		e.wantArtifactRefused(http.StatusForbidden, nil)
+		e.wantArtifactRefused(t, http.StatusForbidden, nil)
 	})
 	tampered := map[string]func(*etree.Element){
 		"wrong issuer": func(el *etree.Element) { el.SelectElement("Issuer").SetText("https://other-idp.example.com/metadata") },
@@ -106,7 +110,7 @@ func TestSAMLArtifactRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e.idp.TamperArtifactResponses(fn)
 			defer e.idp.TamperArtifactResponses(nil)
-			e.wantArtifactRefused(http.StatusForbidden, nil)
+			e.wantArtifactRefused(t, http.StatusForbidden, nil)
 		})
 	}
 	t.Run("oversized", func(t *testing.T) {
@@ -114,22 +118,22 @@ func TestSAMLArtifactRefused(t *testing.T) {
 			el.CreateElement("samlp:Extensions").SetText(strings.Repeat("x", 2<<20))
 		})
 		defer e.idp.TamperArtifactResponses(nil)
-		e.wantArtifactRefused(http.StatusBadGateway, nil)
+		e.wantArtifactRefused(t, http.StatusBadGateway, nil)
 	})
 	t.Run("unknown", func(t *testing.T) {
 		n := len(e.idp.Resolves())
-		e.wantArtifactRefused(http.StatusForbidden, func(string) string { return e.idp.UnknownArtifact() })
+		e.wantArtifactRefused(t, http.StatusForbidden, func(string) string { return e.idp.UnknownArtifact() })
 		if len(e.idp.Resolves()) != n+1 {
 			t.Fatal("the unknown artifact was not asked for")
 		}
 	})
 	t.Run("not an artifact", func(t *testing.T) {
-		e.wantArtifactRefused(http.StatusBadRequest, func(string) string { return "bm90IGFuIGFydGlmYWN0" })
+		e.wantArtifactRefused(t, http.StatusBadRequest, func(string) string { return "bm90IGFuIGFydGlmYWN0" })
 	})
 	t.Run("another IdP's", func(t *testing.T) {
 		other := samltest.NewIdP(t, e.idp.FetchSP)
 		n := len(e.idp.Resolves())
-		e.wantArtifactRefused(http.StatusForbidden, func(string) string { return other.UnknownArtifact() })
+		e.wantArtifactRefused(t, http.StatusForbidden, func(string) string { return other.UnknownArtifact() })
 		if len(e.idp.Resolves()) != n || len(other.Resolves()) != 0 {
 			t.Fatal("an artifact of another IdP was sent to be resolved")
 		}
@@ -155,7 +159,7 @@ func TestSAMLArtifactRefused(t *testing.T) {
 func TestSAMLArtifactUnreachable(t *testing.T) {
 	t.Run("private address", func(t *testing.T) {
 		e := newArtifactEnv(t, saml.HTTPRedirectBinding, false, nil)
-		if body := e.wantArtifactRefused(http.StatusBadGateway, nil); !strings.Contains(body, "loopback") {
+		if body := e.wantArtifactRefused(t, http.StatusBadGateway, nil); !strings.Contains(body, "loopback") {
 			t.Fatalf("the page does not say why: %s", body)
 		}
 		if len(e.idp.Resolves()) != 0 {
@@ -170,6 +174,6 @@ func TestSAMLArtifactUnreachable(t *testing.T) {
 			}
 			c.IdPMetadata = ars.ReplaceAllString(c.IdPMetadata, `Location="https://127.0.0.1:1/artifact"`)
 		})
-		e.wantArtifactRefused(http.StatusBadGateway, nil)
+		e.wantArtifactRefused(t, http.StatusBadGateway, nil)
 	})
 }

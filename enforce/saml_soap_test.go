@@ -86,14 +86,14 @@ func (e *samlEnv) soapLogoutRequest(key crypto.Signer, cert *x509.Certificate, i
 
 // postSOAP posts body to the route's SLO URL as the SOAP binding does, returning the HTTP status,
 // the ngrok-error-code header and the raw answer.
-func (e *samlEnv) postSOAP(body []byte) (int, string, []byte) {
-	e.t.Helper()
+func (e *samlEnv) postSOAP(t *testing.T, body []byte) (int, string, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", e.sp+"/slo", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "text/xml; charset=utf-8")
 	req.Header.Set("SOAPAction", "http://www.oasis-open.org/committees/security")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -102,18 +102,18 @@ func (e *samlEnv) postSOAP(body []byte) (int, string, []byte) {
 
 // wantSOAPAnswer posts body and checks the answer: HTTP 200, code, a LogoutResponse signed by the
 // route's key with status (and second) answering inResponseTo.
-func (e *samlEnv) wantSOAPAnswer(body []byte, code, status, second, inResponseTo string) {
-	e.t.Helper()
-	st, gotCode, b := e.postSOAP(body)
+func (e *samlEnv) wantSOAPAnswer(t *testing.T, body []byte, code, status, second, inResponseTo string) {
+	t.Helper()
+	st, gotCode, b := e.postSOAP(t, body)
 	if st != 200 || gotCode != code {
-		e.t.Fatalf("HTTP %d code %q, want 200 %q: %s", st, gotCode, code, b)
+		t.Fatalf("HTTP %d code %q, want 200 %q: %s", st, gotCode, code, b)
 	}
 	a, err := samltest.ReadSOAPLogoutResponse(b, e.spMetadata())
 	if err != nil {
-		e.t.Fatalf("%v: %s", err, b)
+		t.Fatalf("%v: %s", err, b)
 	}
 	if a.Verified != nil || a.Status != status || a.Second != second || a.InResponseTo != inResponseTo {
-		e.t.Fatalf("answer %+v, want %s/%s to %q signed by the route", a, status, second, inResponseTo)
+		t.Fatalf("answer %+v, want %s/%s to %q signed by the route", a, status, second, inResponseTo)
 	}
 }
 
@@ -147,23 +147,23 @@ func TestSAMLSOAPLogoutRefused(t *testing.T) {
 	refused["unsigned"] = []byte(strings.Replace(string(good), string(good[bytes.Index(good, []byte("<ds:Signature")):bytes.Index(good, []byte("</ds:Signature>"))+len("</ds:Signature>")]), "", 1))
 	refused["not XML"] = []byte("<soapenv:Envelope")
 	for name, body := range refused {
-		t.Run(name, func(t *testing.T) { e.wantSOAPAnswer(body, "ERR_NGROK_5211", requester, denied, "") })
+		t.Run(name, func(t *testing.T) { e.wantSOAPAnswer(t, body, "ERR_NGROK_5211", requester, denied, "") })
 	}
-	if st, code, _ := e.postSOAP(append(good, bytes.Repeat([]byte(" "), 64<<10)...)); st != http.StatusRequestEntityTooLarge || code != "ERR_NGROK_5211" {
+	if st, code, _ := e.postSOAP(t, append(good, bytes.Repeat([]byte(" "), 64<<10)...)); st != http.StatusRequestEntityTooLarge || code != "ERR_NGROK_5211" {
 		t.Fatalf("oversized body: %d %q", st, code)
 	}
 	if !e.admitted(b) {
 		t.Fatal("a refused LogoutRequest ended the session")
 	}
-	e.wantSOAPAnswer(good, "", saml.StatusSuccess, "", goodID)
+	e.wantSOAPAnswer(t, good, "", saml.StatusSuccess, "", goodID)
 	if e.admitted(b) {
 		t.Fatal("the IdP's SOAP LogoutRequest did not end the session")
 	}
-	e.wantSOAPAnswer(good, "ERR_NGROK_5211", requester, denied, goodID) // replayed
+	e.wantSOAPAnswer(t, good, "ERR_NGROK_5211", requester, denied, goodID) // replayed
 
 	st.Close()
 	again, againID := e.soapLogoutRequest(idpKey, idpCert, issuer, "bob", "", nil)
-	e.wantSOAPAnswer(again, "ERR_NGROK_3210", saml.StatusResponder, "", againID)
+	e.wantSOAPAnswer(t, again, "ERR_NGROK_3210", saml.StatusResponder, "", againID)
 }
 
 // Without a record of ended sessions, a back-channel LogoutRequest is answered Responder: no
@@ -171,5 +171,5 @@ func TestSAMLSOAPLogoutRefused(t *testing.T) {
 func TestSAMLSOAPLogoutNoRevocations(t *testing.T) {
 	e := newSAMLEnv(t, nil)
 	body, id := e.soapLogoutRequest(e.idp.IDP.Key.(crypto.Signer), e.idp.IDP.Certificate, e.idp.IDP.Metadata().EntityID, "alice@example.com", "", nil)
-	e.wantSOAPAnswer(body, "ERR_NGROK_3210", saml.StatusResponder, "", id)
+	e.wantSOAPAnswer(t, body, "ERR_NGROK_3210", saml.StatusResponder, "", id)
 }
