@@ -230,7 +230,7 @@ func TestHandoverUnderLoad(t *testing.T) {
 		{"ngrok agent 2.x", "https://bin.edgeplane.app/", "hello host=bin.edgeplane.app", func(t *testing.T, w *world, token string) {
 			app := httptest.NewServer(http.HandlerFunc(hello))
 			t.Cleanup(app.Close)
-			startNgrokAgentBin(t, w, token, "bin.edgeplane.app", app.URL)
+			startNgrokAgentBin(t, w, token, "bin.edgeplane.app", app.URL, false)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
