@@ -19,14 +19,17 @@ type ctxKey int
 
 const (
 	opKey ctxKey = iota
-	callerKey
-	credentialKey
 )
 
-// opInfo is per-request state the outer layer reads back for the log line.
+// opInfo is per-request state: the outer layer reads back the operation id and account for the
+// log line, and the authentication middleware leaves the caller (or, for fused routes, the
+// credential) here for the handler. It travels in the request's context from observe on, so
+// handing something to the handler costs no copy of the request and no context of its own.
 type opInfo struct {
 	id      string
 	account string
+	caller  ep.Caller
+	cred    credential
 }
 
 // statusWriter remembers the status code for the log line.
@@ -98,8 +101,7 @@ func opOf(r *http.Request) *opInfo {
 }
 
 func callerOf(r *http.Request) ep.Caller {
-	c, _ := r.Context().Value(callerKey).(ep.Caller)
-	return c
+	return opOf(r).caller
 }
 
 // authenticated checks the version header and the bearer token before next runs. With fused set,
@@ -132,14 +134,16 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 			}
 		}
 		if fused {
-			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, credentialKey, cred)))
+			opOf(r).cred = cred
+			next.ServeHTTP(w, r)
 			return
 		}
 		caller, err := s.store.Authenticate(ctx, cred.selector, cred.secret)
 		if !s.admit(w, r, caller, err) {
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, callerKey, caller)))
+		opOf(r).caller = caller
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -235,6 +239,5 @@ func parseCredential(h string) (credential, error) {
 
 // credentialFrom returns the credential the middleware handed to a fused route.
 func credentialFrom(r *http.Request) credential {
-	c, _ := r.Context().Value(credentialKey).(credential)
-	return c
+	return opOf(r).cred
 }
