@@ -126,3 +126,23 @@ func TestGateDeadline(t *testing.T) {
 		t.Fatalf("status %d, body %s, handler ran %v", rec.Code, rec.Body, ran)
 	}
 }
+
+// The authentication middleware hands the handler its caller (or, on fused routes, its
+// credential) in the request's opInfo, which observe puts there; served on its own, without
+// observe, it makes one, and the handler still gets them.
+func TestAuthenticatedHandsOnWithoutObserve(t *testing.T) {
+	s, token := gateServer(t, 10*time.Second)
+	s.gate = nil
+	var caller ep.Caller
+	var cred credential
+	s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { caller = callerOf(r) }), false).
+		ServeHTTP(httptest.NewRecorder(), gateRequest(token, 0))
+	s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cred = credentialFrom(r) }), true).
+		ServeHTTP(httptest.NewRecorder(), gateRequest(token, 0))
+	if caller.AccountID == "" || caller.KeyID == "" {
+		t.Fatalf("the handler got caller %+v", caller)
+	}
+	if selector, _, _ := ep.ParseToken(token); cred.selector != selector || cred.secret == "" {
+		t.Fatalf("the fused handler got credential %+v", cred)
+	}
+}

@@ -112,6 +112,11 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, release := withLazyDeadline(r.Context(), time.Now().Add(s.timeout))
 		defer release()
+		info, ok := ctx.Value(opKey).(*opInfo)
+		if !ok { // not through observe (a handler served on its own): the handler still gets its caller
+			info = &opInfo{}
+			ctx = context.WithValue(ctx, opKey, info)
+		}
 		r = r.WithContext(ctx)
 		if err := checkVersion(r); err != nil {
 			s.fail(w, r, err)
@@ -135,7 +140,7 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 			}
 		}
 		if fused {
-			opOf(r).cred = cred
+			info.cred = cred
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -143,7 +148,7 @@ func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 		if !s.admit(w, r, caller, err) {
 			return
 		}
-		opOf(r).caller = caller
+		info.caller = caller
 		next.ServeHTTP(w, r)
 	})
 }
