@@ -313,7 +313,6 @@ func (w *writeSet) note(query string, args []any) {
 	case q.insert:
 		// A new object cannot be cached yet, but its id goes all the same, to be sure.
 		w.object(args, 0)
-		w.child(args)
 	case q.update:
 		w.object(args, 1)
 	case q.refsIns, q.refsDel, q.claimIns, q.claimsDel, q.secretIns:

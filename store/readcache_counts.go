@@ -30,8 +30,18 @@ const maxCachedCounts = 16384
 // childKey names one count: the children of kind under parent in account.
 type childKey struct{ parent, account, kind string }
 
-// child records that the insert with args (the statement queries.insert: id, account, kind,
-// parent, created_at, doc) adds one to its parent's count, if it has a parent.
+// done records what a write statement that succeeded adds to the child counts: an insert of an
+// object (queries.insert, args id, account, kind, parent, created_at, doc) adds one to its
+// parent's count, if it has a parent. Unlike note, which runs before the statement and may name
+// more than it writes, it counts only rows that were written.
+func (w *writeSet) done(query string, args []any) {
+	if w == nil || query != w.q.insert {
+		return
+	}
+	w.child(args)
+}
+
+// child records that the insert with args adds one to its parent's count.
 func (w *writeSet) child(args []any) {
 	account, ok1 := args[1].(string)
 	kind, ok2 := args[2].(string)
