@@ -5,6 +5,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,11 @@ type directory struct {
 	peers    map[string]string // the peers last given to the link
 	routable map[string]bool   // the replicas routed to in the current view
 	failed   map[string]string // tcp addresses whose port could not be opened, and why
+
+	// complete is closed by the first poll whose view routes to every other live replica
+	// (Gateway.DirectoryComplete).
+	complete     chan struct{}
+	completeOnce sync.Once
 }
 
 // remoteReplica is what the directory keeps of another replica.
@@ -82,7 +88,7 @@ var emptyView = &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map
 
 func newDirectory(g *Gateway, st DirectoryStore, link *peer.Link) *directory {
 	d := &directory{g: g, st: st, link: link, replicas: map[string]*remoteReplica{},
-		routable: map[string]bool{}, failed: map[string]string{}}
+		routable: map[string]bool{}, failed: map[string]string{}, complete: make(chan struct{})}
 	d.view.Store(emptyView)
 	return d
 }
@@ -97,10 +103,19 @@ func (d *directory) pollOnce() {
 		d.g.log.Warn("directory: cannot read the replicas", "err", err)
 		return
 	}
-	self := d.g.cfg.Replica
+	self, selfAddr := d.g.cfg.Replica, ""
+	for _, rep := range reps {
+		if rep.Replica == self {
+			selfAddr = rep.PeerAddr
+		}
+	}
 	changed, drained := false, false
 	seen := map[string]bool{}
 	peers := map[string]string{}
+	// awaited are the replicas a complete view routes to: the live ones that are not draining,
+	// but for one at this replica's own link address (the process handing over to this one,
+	// which no link from here reaches).
+	awaited := map[string]int64{}
 	for _, rep := range reps {
 		if rep.Replica == self || rep.PeerAddr == "" {
 			continue // this replica, or one without a link: nothing of it can be reached
@@ -119,6 +134,9 @@ func (d *directory) pollOnce() {
 		}
 		if !rep.Fresh {
 			continue
+		}
+		if !rep.Draining && rep.PeerAddr != selfAddr {
+			awaited[rep.Replica] = rep.Gen
 		}
 		peers[rep.Replica] = rep.PeerAddr
 		if rep.Gen != r.gen {
@@ -150,10 +168,27 @@ func (d *directory) pollOnce() {
 	if changed {
 		d.swap()
 	}
+	d.checkComplete(awaited)
 	if drained {
 		d.g.peerDraining()
 	}
 	d.syncPorts()
+}
+
+// checkComplete closes complete once the view routes to each awaited replica with its rows read
+// at its current generation.
+func (d *directory) checkComplete(awaited map[string]int64) {
+	select {
+	case <-d.complete:
+		return
+	default:
+	}
+	for id, gen := range awaited {
+		if r := d.replicas[id]; r == nil || r.gen != gen || !d.routable[id] {
+			return
+		}
+	}
+	d.completeOnce.Do(func() { close(d.complete) })
 }
 
 // read reads again the tunnels of replica r, now at generation gen; it reports whether any
@@ -295,4 +330,23 @@ func (d *directory) labeledOf(account string, want map[string]string, out []Endp
 		}
 	}
 	return out
+}
+
+// completePoll is how often the directory polls until its view is complete: a starting replica
+// waits on that before it serves, a few polls of a table of one row per replica.
+const completePoll = 20 * time.Millisecond
+
+// DirectoryComplete returns a channel closed once this replica's view of the other replicas'
+// tunnels is complete: their rows read, and a link up to each live replica that is not
+// draining (but for the process handing over to this one, at this replica's own link address).
+// A replica answering public requests before that would answer ERR_NGROK_3200 for endpoints
+// that are online elsewhere, or wait for them as if they were moving. Without a directory (no
+// link) it is closed already.
+func (g *Gateway) DirectoryComplete() <-chan struct{} {
+	if g.dir == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return g.dir.complete
 }

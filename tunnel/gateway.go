@@ -157,7 +157,7 @@ func New(cfg Config) *Gateway {
 			cfg.DirectoryInterval = DefaultDirectoryInterval
 		}
 		g.dir = newDirectory(g, cfg.Store, cfg.Link)
-		g.every(cfg.DirectoryInterval, g.dir.pollOnce)
+		g.pollDirectory(cfg.DirectoryInterval)
 	}
 	return g
 }
@@ -292,6 +292,32 @@ func (g *Gateway) every(d time.Duration, f func()) {
 			case <-t.C:
 			}
 			f()
+		}
+	}()
+}
+
+// pollDirectory runs the directory's poll loop: at once, then every completePoll until the
+// view is complete (a starting replica waits on it before it serves, DirectoryComplete), and
+// every interval after that.
+func (g *Gateway) pollDirectory(interval time.Duration) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			g.dir.pollOnce()
+			next := interval
+			select {
+			case <-g.dir.complete:
+			default:
+				next = min(interval, completePoll)
+			}
+			t := time.NewTimer(next)
+			select {
+			case <-g.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	}()
 }

@@ -416,6 +416,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	}
 	go func() { _ = d.gw.Serve(d.agentLn) }()
 	d.servePeer()
+	d.awaitDirectory(ctx, log)
 	if d.httpLn != nil {
 		go func() { _ = d.pub.ServeHTTP(d.httpLn) }()
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -122,6 +123,33 @@ func (d *dataPlane) startPeer(ctx context.Context, ca *pki.CA, log *slog.Logger)
 func (d *dataPlane) servePeer() {
 	if d.link != nil {
 		go func() { _ = d.link.Serve(d.peerLn) }()
+	}
+}
+
+// directoryWait bounds how long a starting replica waits for its view of the other replicas'
+// tunnels before its public listeners serve: a replica whose row is live but whose link cannot be
+// made (a partition) must not keep this one from serving its own agents' endpoints.
+const directoryWait = 5 * time.Second
+
+// awaitDirectory returns once the gateway routes to every other live replica's tunnels
+// (tunnel.Gateway.DirectoryComplete), or after directoryWait. Until then the public listeners
+// do not accept: a successor's connections go to the process handing over, which still serves
+// them all, and a fresh replica's wait in the sockets' backlog. Serving before would answer
+// ERR_NGROK_3200 for an endpoint online on another replica, or leave a request waiting for it as
+// for an agent on the move, and one whose wait ran out would forget it.
+func (d *dataPlane) awaitDirectory(ctx context.Context, log *slog.Logger) {
+	if d.gw == nil {
+		return
+	}
+	start := time.Now()
+	t := time.NewTimer(directoryWait)
+	defer t.Stop()
+	select {
+	case <-d.gw.DirectoryComplete():
+		log.Debug("directory complete", "took", time.Since(start).Round(time.Millisecond))
+	case <-t.C:
+		log.Warn("directory: the other replicas' tunnels are not all routed to yet; serving anyway", "waited", directoryWait)
+	case <-ctx.Done():
 	}
 }
 

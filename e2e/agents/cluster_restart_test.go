@@ -3,8 +3,11 @@ package agents
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,4 +68,75 @@ func TestClusterRollingRestart(t *testing.T) {
 		t.Logf("%s:", eps[i].url)
 		l.stop(t)
 	}
+}
+
+// TestClusterSuccessorRoutesAtOnce: a replica's successor serves public requests only once it
+// routes to the other replicas' agents. Account A's agent is on the first replica and account
+// B's on the third; the second, which never served either endpoint (so neither is expected back
+// there), hands over, and the requests it gets as soon as its old process stops accepting each
+// reach their own account's agent on the first try: neither ERR_NGROK_3200 because the
+// successor's view of the others was still empty, nor a failed handshake for a name it did not
+// know yet, nor the other account's agent.
+func TestClusterSuccessorRoutesAtOnce(t *testing.T) {
+	c := startCluster(t)
+	_, tokenA := c.lb.credential()
+	_, tokenB := c.lb.asAccount("team-b").credential()
+	bind := func(r *clusterReplica, token, host string) {
+		tun, err := r.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(host)))
+		if err != nil {
+			t.Fatalf("bind %s on %s: %v", host, r.ip, err)
+		}
+		serveTunnel(t, tun, http.HandlerFunc(hello))
+	}
+	const hostA, hostB = "succa.edgeplane.app", "succb.edgeplane.app"
+	bind(c.replicas[0], tokenA, hostA)
+	bind(c.replicas[2], tokenB, hostB)
+	get := func(r *clusterReplica, host string) (int, string, error) {
+		resp, err := r.httpsClient().Get("https://" + host + "/")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, string(body), nil
+	}
+	served := func(r *clusterReplica, host string) bool {
+		st, body, err := get(r, host)
+		return err == nil && st == 200 && strings.HasPrefix(body, "hello host="+host+" ")
+	}
+	// The first and third replicas route to each other's agents; the second is not asked.
+	for _, r := range []*clusterReplica{c.replicas[0], c.replicas[2]} {
+		for _, host := range []string{hostA, hostB} {
+			eventually(t, 5*time.Second, "replica "+r.ip+" serves "+host, func() bool { return served(r, host) })
+		}
+	}
+
+	r := c.replicas[1]
+	before := len(drainRE.FindAllString(r.proc.Stderr.String(), -1))
+	drainedBefore := len(drainedRE.FindAllString(r.proc.Stderr.String(), -1))
+	if err := syscall.Kill(r.proc.Cmd.Process.Pid, syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	var m []string
+	waitLog(t, r.world, 30*time.Second, "the old process draining", func(out string) bool {
+		all := drainRE.FindAllStringSubmatch(out, -1)
+		if len(all) > before {
+			m = all[before]
+			return true
+		}
+		return false
+	})
+	pid, _ := strconv.Atoi(m[2])
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// From here on only the successor accepts on the second replica's sockets.
+	for i := range 6 {
+		host := []string{hostA, hostB}[i%2]
+		st, body, err := get(r, host)
+		if err != nil || st != 200 || !strings.HasPrefix(body, "hello host="+host+" ") {
+			t.Errorf("request %d for %s to the successor: %d %q, %v", i, host, st, lastBytes(body, 200), err)
+		}
+	}
+	waitLog(t, r.world, 40*time.Second, "the old process drained", func(out string) bool {
+		return len(drainedRE.FindAllString(out, -1)) > drainedBefore
+	})
 }
