@@ -206,6 +206,10 @@ func (i *Identity) ClientConfig(want string) *tls.Config {
 	}
 }
 
+// errOtherReplica is a handshake that reached another replica than the one dialled: at a
+// handover the successor's row names the address its predecessor still accepts on, for a while.
+var errOtherReplica = errors.New("peer: another replica answers at this address")
+
 // verifyServer checks the server's side of a link handshake: its chain to roots for server
 // authentication at now, the link's protocol, and that its certificate names replica want.
 func verifyServer(cs tls.ConnectionState, roots *x509.CertPool, want string, now time.Time) error {
@@ -229,7 +233,7 @@ func verifyServer(cs tls.ConnectionState, roots *x509.CertPool, want string, now
 		return err
 	}
 	if got != want {
-		return fmt.Errorf("peer: the server is replica %s, not %s", got, want)
+		return fmt.Errorf("%w: the server is replica %s, not %s", errOtherReplica, got, want)
 	}
 	return nil
 }

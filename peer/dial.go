@@ -173,6 +173,14 @@ func (l *Link) startDialLocked(p *peer) chan struct{} {
 		if err != nil {
 			p.fails++
 			p.retryAt = time.Now().Add(l.t.backoff(p.fails))
+			if errors.Is(err, errOtherReplica) {
+				// The address is changing hands (a successor announced it while its predecessor
+				// still accepts there): the peer will answer as soon as the predecessor stops,
+				// and a link that comes up a backoff late leaves its agents unreachable from here
+				// that long. Tried again soon, without backing off further.
+				p.retryAt = time.Now().Add(otherReplicaRetry)
+				time.AfterFunc(otherReplicaRetry, l.poke)
+			}
 			p.lastErr = err
 			level := slog.LevelWarn // the first failure in a row; the retries' at debug
 			if p.fails > 1 {
@@ -183,6 +191,9 @@ func (l *Link) startDialLocked(p *peer) chan struct{} {
 		}
 		p.out, p.fails, p.lastErr = o, 0, nil
 		l.log.Info("peer link up", "peer", p.id, "addr", addr)
+		if f := l.onUp.Load(); f != nil {
+			(*f)(p.id)
+		}
 		l.wg.Add(2)
 		go l.watch(o)
 		go l.heartbeat(o)

@@ -53,6 +53,9 @@ const (
 	// failed one: it doubles with each failure.
 	backoffMin = 250 * time.Millisecond
 	backoffMax = 2 * time.Second
+	// otherReplicaRetry is the wait before a new attempt when the last one reached another
+	// replica than the one dialled (a handover under way at its address); it does not grow.
+	otherReplicaRetry = 100 * time.Millisecond
 	// forgetAfter is how long a peer that is not wanted (SetPeers) and has nothing open is
 	// remembered, with its counts.
 	forgetAfter = 5 * time.Minute
@@ -88,6 +91,8 @@ type Link struct {
 	lns    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{} // every connection of the link, to close them all on Close
 	wake   chan struct{}         // tells the upkeep loop that the wanted peers changed
+	// onUp is told of each link this replica dialled as it comes up (SetOnUp).
+	onUp atomic.Pointer[func(id string)]
 	// managed is set by the first SetPeers: from then on a link to a peer it does not name is
 	// closed once idle.
 	managed bool
@@ -217,6 +222,19 @@ func (l *Link) SetPeers(peers map[string]string) {
 		}
 		p.addr = addr
 	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetOnUp sets a function told the replica id of each link this replica dialled as it comes up
+// (the directory routes to that replica's tunnels from then on, without waiting for its next
+// poll). It is called with the link's lock held: it must not block nor call the link.
+func (l *Link) SetOnUp(f func(id string)) { l.onUp.Store(&f) }
+
+// poke wakes the upkeep loop, which dials the peers whose retry time has come.
+func (l *Link) poke() {
 	select {
 	case l.wake <- struct{}{}:
 	default:

@@ -51,6 +51,9 @@ type directory struct {
 	// (Gateway.DirectoryComplete).
 	complete     chan struct{}
 	completeOnce sync.Once
+	// wake asks the poll loop for a poll now: a link came up, and the replica it reaches is
+	// routed to from that poll.
+	wake chan struct{}
 }
 
 // remoteReplica is what the directory keeps of another replica.
@@ -88,8 +91,15 @@ var emptyView = &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map
 
 func newDirectory(g *Gateway, st DirectoryStore, link *peer.Link) *directory {
 	d := &directory{g: g, st: st, link: link, replicas: map[string]*remoteReplica{},
-		routable: map[string]bool{}, failed: map[string]string{}, complete: make(chan struct{})}
+		routable: map[string]bool{}, failed: map[string]string{}, complete: make(chan struct{}),
+		wake: make(chan struct{}, 1)}
 	d.view.Store(emptyView)
+	link.SetOnUp(func(string) {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	})
 	return d
 }
 
@@ -138,7 +148,11 @@ func (d *directory) pollOnce() {
 		if !rep.Draining && rep.PeerAddr != selfAddr {
 			awaited[rep.Replica] = rep.Gen
 		}
-		peers[rep.Replica] = rep.PeerAddr
+		if !rep.Draining || d.link.Up(rep.Replica) {
+			// A draining replica's address is its successor's: a link to it that is not up
+			// already will never reach it.
+			peers[rep.Replica] = rep.PeerAddr
+		}
 		if rep.Gen != r.gen {
 			if d.read(ctx, rep.Replica, r, rep.Gen) {
 				changed = true

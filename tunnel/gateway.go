@@ -298,7 +298,7 @@ func (g *Gateway) every(d time.Duration, f func()) {
 
 // pollDirectory runs the directory's poll loop: at once, then every completePoll until the
 // view is complete (a starting replica waits on it before it serves, DirectoryComplete), and
-// every interval after that.
+// every interval after that; and at once when a link to another replica comes up.
 func (g *Gateway) pollDirectory(interval time.Duration) {
 	g.wg.Add(1)
 	go func() {
@@ -317,6 +317,8 @@ func (g *Gateway) pollDirectory(interval time.Duration) {
 				t.Stop()
 				return
 			case <-t.C:
+			case <-g.dir.wake:
+				t.Stop()
 			}
 		}
 	}()
