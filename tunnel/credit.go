@@ -10,23 +10,15 @@ import "golang.ngrok.com/muxado/v2/frame"
 // stream's writer for credit it did not need. The guard gathers such credit per stream and sends
 // it once it reaches proxyCreditBatch. The agent is never held back by it: what is held is less
 // than proxyCreditBatch, so the agent may always send at least agentWindow − proxyCreditBatch
-// bytes beyond what edgeplane has not read, and a read of proxyCreditBatch or more sends its
-// credit at once. Only credit is delayed, never data, and muxado's receive buffer stays bounded
-// by agentWindow as before.
-//
-// Bulk transfers are batched too. An agent whose window is spent writes as much as the credit
-// that comes back, so credit returned in small pieces makes it send frames as small (each a
-// header record and a payload record over TLS, each a system call) and edgeplane answer each
-// with an increment of its size: with a batch of 16 KiB a download settled at one increment and
-// two agent frames per 16 KiB. At a quarter of the window the agent writes its 32 KiB frames
-// whole and edgeplane sends a quarter of the increments, at the cost of a window that may be a
-// quarter short while credit is held (BenchmarkStreamWindow: 16 increments per MiB instead of
-// 64, and less CPU per MiB on both sides; docs/performance.md).
+// bytes beyond what edgeplane has not read, and a read of proxyCreditBatch or more (a bulk
+// transfer's) sends its credit as before. Only credit is delayed, never data, and muxado's
+// receive buffer stays bounded by agentWindow as before.
 
 const (
-	// proxyCreditBatch is the credit gathered on one stream before it is sent: a quarter of the
-	// window.
-	proxyCreditBatch = agentWindow / 4
+	// proxyCreditBatch is the credit gathered on one stream before it is sent: a sixteenth of
+	// the window, below the 32 KiB reads of a body copied through, so bulk transfers return
+	// credit as often as before.
+	proxyCreditBatch = 16 << 10
 	// maxHeldCredits bounds the streams whose credit is held at once. Past it, a stream's credit
 	// is sent as muxado sends it, so a session's table stays small whatever the agent does. A
 	// stream's entry goes when either side half-closes it or either side resets it: credit is
