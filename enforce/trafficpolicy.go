@@ -3,13 +3,11 @@ package enforce
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -118,15 +116,7 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 	}
 	tp := &TrafficPolicy{opts: o, results: p.Reads("actions"), bytes: p.Reads("conn.bytes")}
 	if len(p.OnTCPConnect) > 0 {
-		for _, r := range p.OnTCPConnect {
-			for _, a := range r.Actions {
-				if a.Type == "forward-internal" {
-					// An HTTP listener has no connection to hand over: it serves requests.
-					return nil, fmt.Errorf("%s: forward-internal in on_tcp_connect is applied on TLS and TCP endpoints and edges only (not on HTTP ones yet)", a.Path)
-				}
-			}
-		}
-		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results)
+		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results, "http")
 		if err != nil {
 			return nil, err
 		}
@@ -183,21 +173,12 @@ func (tp *TrafficPolicy) Name() string { return "traffic_policy" }
 // Wrap runs the request phase, then next behind a writer that runs the response phase.
 func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tp.conn != nil {
-			server := ""
-			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-				server = a.String()
-			}
-			start := time.Now()
-			if c := connOf(r); c != nil {
-				start = c.Start
-			}
-			sni := ""
-			if r.TLS != nil {
-				sni = r.TLS.ServerName
-			}
-			if !tp.conn.allow(r.RemoteAddr, server, sni, start) {
+		if tp.conn != nil && !forwarded(r) {
+			if v := tp.connect(r); !v.Allow {
 				closeConnection(r) // HTTP/2: the whole connection, not only the stream
+			} else if v.Forward != nil {
+				tp.serveForwarded(w, r, v)
+				return
 			}
 		}
 		if len(tp.response) == 0 && !tp.writer && len(tp.events) == 0 {

@@ -7,8 +7,9 @@ import (
 
 // countingConn counts the bytes read from and written to a public connection (its TLS records
 // included), for a traffic policy reading conn.bytes_in and conn.bytes_out
-// (enforce.ByteCounter). Only the connections to an edge or endpoint whose policy reads them
-// are wrapped (Server.countsBytes): the others pay nothing.
+// (enforce.ByteCounter). Every plain HTTP connection is wrapped (countingListener); of the
+// HTTPS ones, only those to an edge or endpoint whose policy reads them (Server.countsBytes),
+// which the ClientHello names before the handshake's first byte is answered.
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
@@ -55,4 +56,16 @@ func (s *Server) countsBytes(sni string) bool {
 		return false
 	}
 	return ep != nil && ep.Chain().CountsBytes()
+}
+
+// countingListener wraps each connection it accepts in a countingConn: the plain HTTP
+// listener's, whose endpoint a connection's first request names only after bytes were read.
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
 }

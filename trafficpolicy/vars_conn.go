@@ -105,12 +105,16 @@ func init() {
 }
 
 // notCounted is why a connection has no byte counts.
-const notCounted = "this connection's bytes are not counted: edgeplane counts those of HTTPS connections to an edge or endpoint whose policy reads them, from the handshake on (a connection made before the policy was in force, a plain HTTP, TCP or TLS connection is not counted)"
+const notCounted = "this connection's bytes are not counted: edgeplane counts those of every plain HTTP connection, and of HTTPS connections to an edge or endpoint whose policy reads them from the handshake on (this one was made before such a policy was in force)"
 
-// connBytes is the bytes read from (in) or written to the client so far on the connection, or
-// an error when the listener does not count them: a policy comparing them must not take a
-// connection it cannot measure as an empty one.
+// connBytes is the bytes read from (in) or written to the client so far on the connection (0
+// in on_tcp_connect, which runs as it is established), or an error when the listener does not
+// count them: a policy comparing them must not take a connection it cannot measure as an empty
+// one.
 func connBytes(s *sources, name string, in bool) any {
+	if s.atConnect {
+		return int64(0)
+	}
 	if s.conn != nil {
 		if i, o, ok := s.conn.Bytes(); ok {
 			if in {
