@@ -43,7 +43,7 @@ func newConnForward(a *trafficpolicy.Action, c *trafficpolicy.ForwardInternalCon
 			err = trafficpolicy.SameProtocol(family, t)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s.config.url: %v", a.Path, err)
+			return nil, fmt.Errorf("%s.config.url: %w", a.Path, err)
 		}
 	}
 	url, err := trafficpolicy.CompileTemplate(a.Phase, c.URL)

@@ -1,6 +1,7 @@
 package trafficpolicy
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -91,10 +92,14 @@ func InternalURL(phase, s string) (Target, error) {
 	return t, nil
 }
 
+// ErrOtherProtocol is SameProtocol's error: a refusal of what ngrok refuses too, not something
+// edgeplane does not apply yet.
+var ErrOtherProtocol = errors.New("the forward-internal action can't forward between endpoints that use different protocols")
+
 // SameProtocol checks that forward-internal's target speaks the protocol of the endpoint (or
-// edge) whose policy names it, as ngrok requires (its ERR_NGROK_3502): from an http or https
-// one, an internal http or https endpoint; from a tcp or tls one, an internal tcp or tls
-// endpoint. from is the endpoint's protocol family, "http" or "tcp".
+// edge) whose policy names it, as ngrok requires (its error 3502): from an http or https one,
+// an internal http or https endpoint; from a tcp or tls one, an internal tcp or tls endpoint.
+// from is the endpoint's protocol family, "http" or "tcp".
 func SameProtocol(from string, t Target) error {
 	http := t.Scheme == "http" || t.Scheme == "https"
 	if (from == "http") != http {
@@ -102,7 +107,7 @@ func SameProtocol(from string, t Target) error {
 		if from == "http" {
 			proto = "http or https"
 		}
-		return fmt.Errorf("the forward-internal action can't forward between endpoints that use different protocols: this endpoint is %s, and %s://%s is a %s endpoint (ngrok's ERR_NGROK_3502)", proto, t.Scheme, t.Host, t.Scheme)
+		return fmt.Errorf("%w: this endpoint is %s, and %s://%s is a %s endpoint", ErrOtherProtocol, proto, t.Scheme, t.Host, t.Scheme)
 	}
 	return nil
 }
