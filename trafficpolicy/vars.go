@@ -42,17 +42,18 @@ type sources struct {
 	req            *http.Request
 	received       time.Time
 	https          bool // the public scheme: https, else http
-	status         int32
-	resHeader      http.Header
-	endpoint       *Endpoint
-	tls            *tls.ConnectionState
-	conn           Conn
-	parts          *parts
+	// atConnect says the variables are on_tcp_connect's: conn.bytes_* are those of a
+	// connection just established, 0 each way. (Beside https, in its padding: the struct is
+	// allocated per request and must not grow a size class.)
+	atConnect bool
+	status    int32
+	resHeader http.Header
+	endpoint  *Endpoint
+	tls       *tls.ConnectionState
+	conn      Conn
+	parts     *parts
 	// sni is the ClientHello's server name, read as conn.tls.sni before the handshake ends.
 	sni string
-	// atConnect says the variables are on_tcp_connect's: conn.bytes_* are those of a
-	// connection just established, 0 each way.
-	atConnect bool
 }
 
 // parts are what is computed once per request for several variables.
