@@ -45,8 +45,11 @@ type TrafficPolicy struct {
 	// actions record their results.
 	results bool
 	// bytes is set when some expression or interpolation reads conn.bytes_in or _out: the
-	// listener counts the bytes of this policy's connections only then (CountsBytes).
+	// listener counts the bytes of this policy's connections only then (ConnReads).
 	bytes bool
+	// ja4 is set when some expression or interpolation reads conn.tls.ja4_fingerprint: the
+	// listener fingerprints the ClientHellos of this policy's connections only then.
+	ja4 bool
 	// accept is the Accept-Encoding the upstream is asked for ("identity" when a response
 	// body is rewritten, so that it comes uncompressed); "" leaves the client's.
 	accept string
@@ -114,7 +117,8 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 	if err := p.Unavailable(); err != nil {
 		return nil, err
 	}
-	tp := &TrafficPolicy{opts: o, results: p.Reads("actions"), bytes: p.Reads("conn.bytes")}
+	tp := &TrafficPolicy{opts: o, results: p.Reads("actions"), bytes: p.Reads("conn.bytes"),
+		ja4: p.Reads("conn.tls.ja4_fingerprint")}
 	if len(p.OnTCPConnect) > 0 {
 		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results, "http")
 		if err != nil {
@@ -262,9 +266,10 @@ func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
 	return vars
 }
 
-// CountsBytes reports whether the policy reads conn.bytes_in or conn.bytes_out, so that the
-// listener counts the bytes of its connections (Chain.CountsBytes).
-func (tp *TrafficPolicy) CountsBytes() bool { return tp.bytes }
+// ConnReads reports whether the policy reads conn.bytes_in or conn.bytes_out, and whether it
+// reads conn.tls.ja4_fingerprint, so that the listener counts the bytes or fingerprints the
+// ClientHellos of its connections (Chain.ConnReads).
+func (tp *TrafficPolicy) ConnReads() ConnReads { return ConnReads{Bytes: tp.bytes, JA4: tp.ja4} }
 
 // policyFailed answers a request whose policy could not be evaluated.
 func policyFailed(w http.ResponseWriter, err error) {

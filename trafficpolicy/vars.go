@@ -87,9 +87,13 @@ type Conn interface {
 	// Bytes are the bytes read from and written to the client so far (its TLS records
 	// included); counted is false when the listener does not count this connection's.
 	Bytes() (in, out int64, counted bool)
+	// JA4 is the JA4 fingerprint of the connection's ClientHello, "" for a connection without
+	// TLS; known is false when the listener did not fingerprint this connection.
+	JA4() (fingerprint string, known bool)
 }
 
-// SetConn gives the connection variables their connection (conn.tls.server.*, conn.bytes_*).
+// SetConn gives the connection variables their connection (conn.tls.server.*, conn.bytes_*,
+// conn.tls.ja4_fingerprint).
 func SetConn(vars map[string]any, c Conn) { sourcesOf(vars).conn = c }
 
 // variable is one variable ngrok defines: its CEL type, where it exists and how it is computed.

@@ -101,7 +101,22 @@ func init() {
 		"conn.k8s.pod.id": str, "conn.k8s.pod.metadata.name": str, "conn.k8s.pod.metadata.namespace": str,
 		"conn.k8s.pod.metadata.annotations": cel.MapType(str, str), "conn.k8s.pod.metadata.error_code": str, "conn.k8s.pod.metadata.error_message": str,
 	})
-	declareUnavailable(inConn, "edgeplane does not compute JA4 fingerprints of TLS handshakes", map[string]*cel.Type{"conn.tls.ja4_fingerprint": str})
+	declare(inConn, str, map[string]func(*sources) any{"conn.tls.ja4_fingerprint": connJA4})
+}
+
+// notFingerprinted is why a connection has no JA4 fingerprint.
+const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (a connection made before the policy was in force, or a TCP or TLS endpoint's or edge's connection, is not)"
+
+// connJA4 is the JA4 fingerprint of the connection's ClientHello, empty without TLS, or an
+// error when the listener did not fingerprint it: a rule comparing it must not take a connection
+// it cannot fingerprint as one without TLS.
+func connJA4(s *sources) any {
+	if s.conn != nil {
+		if fp, ok := s.conn.JA4(); ok {
+			return fp
+		}
+	}
+	return types.NewErr("conn.tls.ja4_fingerprint: %s", notFingerprinted)
 }
 
 // notCounted is why a connection has no byte counts.
