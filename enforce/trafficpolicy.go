@@ -27,9 +27,10 @@ import (
 // rate-limit's bucket keys. NewTrafficPolicy refuses a document using any other action, or
 // interpolation where it is not evaluated (a regular expression, a webhook secret, a JWT
 // setting), so the route fails closed naming what it cannot apply. The rules of on_tcp_connect
-// (deny, restrict-ips) run before those of on_http_request, on every request of the route (the
-// route is only known once a request arrives): one that refuses closes the connection without
-// an answer. Expressions are compiled when the document is parsed, never per request; one that
+// run before those of on_http_request, on every request of the route or endpoint (it is only
+// known once a request arrives), except on a request a forward-internal handed over: one that
+// refuses closes the connection without an answer, and a forward-internal there hands the
+// request to an internal http or https endpoint (serveForwarded). Expressions are compiled when the document is parsed, never per request; one that
 // fails to evaluate answers 503 ERR_NGROK_3210 rather than being taken as true or false.
 type TrafficPolicy struct {
 	conn              *ConnPolicy
