@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"context"
 	"io"
 	"net"
 	"strings"
@@ -19,17 +18,11 @@ import (
 // endpoint only A has finds nothing on any replica, and the connection is closed.
 func TestClusterForwardInternalTCP(t *testing.T) {
 	c := startCluster(t)
-	a, b := c.lb, c.lb.asAccount("team-b")
-	_, tokenA := a.credential()
-	_, tokenB := b.credential()
+	_, _, tokenA, tokenB := c.twoAccounts()
 	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
-	ctx := context.Background()
 	bind := func(r *clusterReplica, token string, tun config.Tunnel, tag string) string {
 		t.Helper()
-		l, err := r.mustConnect(token).Listen(ctx, tun)
-		if err != nil {
-			t.Fatalf("%s: %v", tag, err)
-		}
+		l := r.bind(t, token, tun, tag)
 		serveTag(t, l, tag, nil)
 		return l.URL()
 	}
