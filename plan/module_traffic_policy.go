@@ -280,6 +280,9 @@ func bindTrafficPolicy(raw json.RawMessage, env BindEnv) (enforce.Stage, error) 
 		return nil, err
 	}
 	st, err := enforce.NewTrafficPolicyWith(p, env.options())
+	if errors.Is(err, trafficpolicy.ErrOtherProtocol) {
+		return nil, err // ngrok refuses it too: nothing edgeplane lacks
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%v (edgeplane does not apply it to traffic yet)", err)
 	}
