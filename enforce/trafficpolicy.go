@@ -93,6 +93,9 @@ type PolicyOptions struct {
 	// WAF is the engine of owasp-crs-request and owasp-crs-response, compiled once and shared
 	// by every stage given it; without it a stage with such an action compiles one of its own.
 	WAF *WAF
+	// KeySets caches jwt-validation's key sets for every stage given it (the data plane's);
+	// without it each stage keeps its own.
+	KeySets *KeySets
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

@@ -77,6 +77,9 @@ type Env struct {
 	// WAF is the engine of traffic policies' owasp-crs actions, compiled once for every plan;
 	// nil makes each stage with such an action compile its own.
 	WAF *enforce.WAF
+	// KeySets caches the key sets of jwt_validation modules and jwt-validation actions, routes'
+	// and agents' alike, so rebuilds keep them; nil gives each stage its own.
+	KeySets *enforce.KeySets
 }
 
 // BackendKind says what a backend does with a connection.
