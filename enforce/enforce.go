@@ -33,19 +33,27 @@ type Chain struct {
 	HTTP []Stage
 }
 
-// CountsBytes reports whether a stage of the chain reads its connections' byte counts (a
-// traffic policy reading conn.bytes_in or conn.bytes_out): the listener then counts the bytes
-// of the connections it serves the chain on, and no others'.
-func (c *Chain) CountsBytes() bool {
+// ConnReads is what a chain's traffic policies read of their connections that the listener
+// provides only when asked, deciding once per connection after its ClientHello: the byte
+// counts (conn.bytes_in, conn.bytes_out) and the ClientHello's JA4 fingerprint
+// (conn.tls.ja4_fingerprint). The other connections pay for neither.
+type ConnReads struct{ Bytes, JA4 bool }
+
+// ConnReads reports what the chain's stages read of their connections (ConnReads): the
+// listener then counts the bytes, or fingerprints the ClientHello, of the connections it
+// serves the chain on, and no others'.
+func (c *Chain) ConnReads() ConnReads {
+	var out ConnReads
 	if c == nil {
-		return false
+		return out
 	}
 	for _, s := range c.HTTP {
-		if bc, ok := s.(interface{ CountsBytes() bool }); ok && bc.CountsBytes() {
-			return true
+		if cr, ok := s.(interface{ ConnReads() ConnReads }); ok {
+			r := cr.ConnReads()
+			out.Bytes, out.JA4 = out.Bytes || r.Bytes, out.JA4 || r.JA4
 		}
 	}
-	return false
+	return out
 }
 
 // AllowConn reports whether every connection stage admits client.

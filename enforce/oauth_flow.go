@@ -40,6 +40,9 @@ type signInFlow struct {
 	Nonce    string `json:"n"`
 	Verifier string `json:"v"`
 	Return   string `json:"r"`
+	// App is the digest of the application a traffic policy's sign-in rendered when the
+	// sign-in began (appDigest), empty for one whose application is literal.
+	App string `json:"a,omitempty"`
 }
 
 // signInError is a sign-in that cannot complete: the status and ngrok code of the answer.
@@ -54,6 +57,9 @@ type signIn struct {
 	s          *Sessions
 	b          signInBackend
 	checkEvery time.Duration
+	// app is the digest of the application rendered for this stage when a traffic policy's
+	// client_id or client_secret interpolates (appDigest); a callback must render the same.
+	app string
 }
 
 // Name is the module's name.
@@ -108,7 +114,7 @@ func (st *signIn) Wrap(next http.Handler) http.Handler {
 // redirect to the provider.
 func (st *signIn) begin(w http.ResponseWriter, r *http.Request, returnTo string) {
 	state := RandomToken()
-	f := &signInFlow{Nonce: RandomToken(), Verifier: oauth2.GenerateVerifier(), Return: returnTo}
+	f := &signInFlow{Nonce: RandomToken(), Verifier: oauth2.GenerateVerifier(), Return: returnTo, App: st.app}
 	u, err := st.b.authURL(r.Context(), redirectURL(r, st.s.Paths.Callback), state, f)
 	if err != nil {
 		SignInFailed(w, http.StatusBadGateway, "The identity provider cannot be reached to sign in: "+fetchFailure(err))
@@ -128,7 +134,15 @@ func (st *signIn) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var f signInFlow
 	if !st.s.OpenFlow(w, r, q.Get("state"), &f) {
-		SignInFailed(w, http.StatusBadRequest, "This sign-in expired or was started in another browser. Open the page again to sign in.")
+		msg := "This sign-in expired or was started in another browser. Open the page again to sign in."
+		if st.app != "" {
+			msg = "This sign-in expired, was started in another browser, or began with another client_id than this request renders. Open the page again to sign in."
+		}
+		SignInFailed(w, http.StatusBadRequest, msg)
+		return
+	}
+	if f.App != st.app {
+		SignInFailed(w, http.StatusBadRequest, "This sign-in began with another client_secret than this request renders, so it is not finished. Open the page again to sign in.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
@@ -148,7 +162,7 @@ func (st *signIn) callback(w http.ResponseWriter, r *http.Request) {
 		Denied(w, "You signed in as "+describe(id)+", who is not allowed on this endpoint.")
 		return
 	}
-	if _, err := st.s.Start(w, id); err != nil {
+	if _, err := st.s.Start(w, r, id); err != nil {
 		SignInFailed(w, http.StatusBadGateway, "The sign-in could not be kept: "+err.Error())
 		return
 	}

@@ -71,6 +71,9 @@ type SAMLConfig struct {
 	// BodyTimeout bounds reading the form an IdP's answer or logout message is posted in
 	// (0: BodyReadTimeout).
 	BodyTimeout time.Duration
+	// Client resolves artifacts at the IdP (the data plane's guarded outbound client; nil: one
+	// that trusts the system's roots and reaches public addresses only).
+	Client *http.Client
 }
 
 // SAML is the stage of the saml module.
@@ -141,10 +144,14 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 		IDPMetadata:       &md,
 		AuthnNameIDFormat: saml.NameIDFormat(c.NameIDFormat),
 		SignatureMethod:   dsig.RSASHA256SignatureMethod,
-		LogoutBindings:    []string{saml.HTTPPostBinding, saml.HTTPRedirectBinding},
+		LogoutBindings:    []string{saml.HTTPPostBinding, saml.HTTPRedirectBinding, saml.SOAPBinding},
 		// An unsolicited response (no InResponseTo) is admitted only on a route that allows
 		// IdP-initiated sign-in; any other must answer the request of this browser's sign-in.
 		AllowIDPInitiated: c.AllowIdPInitiated,
+		// Artifacts are resolved over the guarded client, bounded in size, and only those
+		// whose SourceID is this IdP's are sent anywhere.
+		HTTPClient:               boundedClient(c.Client),
+		RequireStandardArtifacts: true,
 	}
 	if force {
 		sp.ForceAuthn = &force
@@ -180,14 +187,9 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 	}
 	s.sessions = sess
 	s.returnBase = strings.TrimSuffix(cfg.Base, "/") + "/"
+	// The metadata lists the ACS with the HTTP-POST and HTTP-Artifact bindings, and the SLO
+	// with HTTP-POST, HTTP-Redirect and SOAP (back-channel logout).
 	meta := sp.Metadata()
-	for i := range meta.SPSSODescriptors {
-		d := &meta.SPSSODescriptors[i]
-		// Only the POST binding is served: artifacts would make edgeplane call the IdP back.
-		d.AssertionConsumerServices = slices.DeleteFunc(d.AssertionConsumerServices, func(e saml.IndexedEndpoint) bool {
-			return e.Binding != saml.HTTPPostBinding
-		})
-	}
 	if s.metadata, err = xml.MarshalIndent(meta, "", "  "); err != nil {
 		return nil, err
 	}

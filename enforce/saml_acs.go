@@ -39,19 +39,30 @@ const maxGroupsKept = 64
 // assertion issued more than MaxIssueDelay ago anyway.
 const maxAssertionKept = 24 * time.Hour
 
-// serveACS takes the IdP's POSTed answer.
+// serveACS takes the IdP's answer: a POSTed SAMLResponse (HTTP-POST binding), or a SAMLart
+// (HTTP-Artifact binding, in the query of a GET or in a POSTed form) that names the answer the
+// IdP keeps for edgeplane to fetch (saml_artifact.go). Both go through the same checks.
 func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST.")
+	switch r.Method {
+	case http.MethodPost:
+		if !parsePostedForm(w, r, s.bodyTimeout, "The identity provider's answer") {
+			return
+		}
+	case http.MethodGet:
+		if r.URL.Query().Get("SAMLart") == "" {
+			w.Header().Set("Allow", "POST")
+			SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
+			return
+		}
+		_ = r.ParseForm() // the query only: a GET has no form body
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
 		return
 	}
-	if !parsePostedForm(w, r, s.bodyTimeout, "The identity provider's answer") {
-		return
-	}
-	encoded, relay := r.PostForm.Get("SAMLResponse"), r.PostForm.Get("RelayState")
-	if encoded == "" {
-		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer has no SAMLResponse.")
+	encoded, artifact, relay := r.PostForm.Get("SAMLResponse"), r.Form.Get("SAMLart"), r.Form.Get("RelayState")
+	if encoded == "" && artifact == "" {
+		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer has no SAMLResponse or SAMLart.")
 		return
 	}
 	var ids []string
@@ -69,15 +80,21 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 			"SAML RelayState parameter is invalid: no sign-in started here is waiting for this answer (it expired or was already used, or the identity provider started it and this route does not allow IdP-initiated sign-in).")
 		return
 	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
-	if err != nil {
-		SignInFailed(w, http.StatusBadRequest, "The SAMLResponse is not base64.")
-		return
-	}
-	a, err := s.sp.ParseXMLResponse(raw, ids, s.acsURL)
-	if err != nil {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's answer was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider, this sign-in or this time.")
-		return
+	var a *saml.Assertion
+	if artifact != "" {
+		if a = s.resolveArtifact(w, r, ids); a == nil {
+			return
+		}
+	} else {
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
+		if err != nil {
+			SignInFailed(w, http.StatusBadRequest, "The SAMLResponse is not base64.")
+			return
+		}
+		if a, err = s.sp.ParseXMLResponse(raw, ids, s.acsURL); err != nil {
+			SignInFailed(w, http.StatusForbidden, "The identity provider's answer was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider, this sign-in or this time.")
+			return
+		}
 	}
 	id, groups := s.identityOf(a)
 	if id.UserID == "" {
@@ -92,7 +109,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	if !s.firstUse(w, r, a) {
 		return
 	}
-	if _, err := s.sessions.Start(w, id); err != nil {
+	if _, err := s.sessions.Start(w, r, id); err != nil {
 		SignInFailed(w, http.StatusBadRequest, "The signed-in identity is too large for a session.")
 		return
 	}

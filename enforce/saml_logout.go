@@ -78,8 +78,13 @@ func (s *SAML) keepAll() time.Duration {
 }
 
 // serveSLO is the SLO URL: the IdP's LogoutRequest or LogoutResponse (HTTP-Redirect in the
-// query of a GET, HTTP-POST in a form), else a logout the user asks for.
+// query of a GET, HTTP-POST in a form, SOAP in a text/xml POST: saml_soap.go), else a logout the
+// user asks for.
 func (s *SAML) serveSLO(w http.ResponseWriter, r *http.Request) {
+	if saml.IsSOAPRequest(r) {
+		s.soapLogout(w, r)
+		return
+	}
 	if r.Method == http.MethodPost {
 		if !parsePostedForm(w, r, s.bodyTimeout, "The identity provider's logout message") {
 			return
@@ -162,11 +167,7 @@ func (s *SAML) idpLogout(w http.ResponseWriter, r *http.Request) {
 		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used logout requests, so it accepts none.")
 		return
 	}
-	until := req.IssueInstant.Add(saml.MaxIssueDelay + saml.MaxClockSkew)
-	if now := s.sessions.Now(); until.Before(now) {
-		until = now.Add(saml.MaxClockSkew)
-	}
-	fresh, err := s.useOnce(r.Context(), s.onceScope+":logout", req.ID, until)
+	fresh, err := s.useOnce(r.Context(), s.onceScope+":logout", req.ID, s.logoutKeptUntil(req))
 	if err != nil {
 		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the logout request as used (its database is unavailable); it ended no session.")
 		return
@@ -175,13 +176,7 @@ func (s *SAML) idpLogout(w http.ResponseWriter, r *http.Request) {
 		SignInFailed(w, http.StatusForbidden, "The identity provider's logout request was already used: each logout request is taken once only.")
 		return
 	}
-	var indexes []string
-	for _, i := range req.AllSessionIndexes() {
-		if i.Value != "" {
-			indexes = append(indexes, i.Value)
-		}
-	}
-	if err := s.revoke(r, req.NameID.Value, indexes); err != nil {
+	if err := s.revoke(r, req.NameID.Value, sessionIndexes(req)); err != nil {
 		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the ended sessions (its database is unavailable); the identity provider is not told they ended.")
 		return
 	}

@@ -2,6 +2,8 @@ package enforce
 
 import (
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -31,6 +33,8 @@ type samlEnv struct {
 		hits int
 	}
 	handler http.Handler
+	// roots, when the IdP is over HTTPS, are the route's and the IdP's certificates.
+	roots *x509.CertPool
 }
 
 // newSAMLEnv starts the IdP, the route (the upstream echoes what it got) and a browser; cfg
@@ -43,21 +47,36 @@ func newSAMLEnv(t *testing.T, cfg func(*SAMLConfig)) *samlEnv {
 // newSAMLEnvIdP is newSAMLEnv with setup run on the IdP before its metadata is read.
 func newSAMLEnvIdP(t *testing.T, setup func(*samltest.IdP), cfg func(*SAMLConfig)) *samlEnv {
 	t.Helper()
+	return newSAMLEnvOver(t, false, setup, cfg)
+}
+
+// newSAMLEnvOver is newSAMLEnvIdP with the IdP over HTTPS when overTLS (samltest.NewTLSIdP),
+// which the browsers then trust too.
+func newSAMLEnvOver(t *testing.T, overTLS bool, setup func(*samltest.IdP), cfg func(*SAMLConfig)) *samlEnv {
+	t.Helper()
 	e := &samlEnv{t: t}
 	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { e.handler.ServeHTTP(w, r) }))
 	e.srv.StartTLS()
 	t.Cleanup(e.srv.Close)
 	e.base = e.srv.URL
 	e.sp = e.base + "/ngrok/saml/rt_1"
-	e.browser = e.newBrowser()
-	e.idp = samltest.NewIdP(t, func(id string) ([]byte, error) {
+	fetchSP := func(id string) ([]byte, error) {
 		resp, err := e.srv.Client().Get(id)
 		if err != nil {
 			return nil, err
 		}
 		defer resp.Body.Close()
 		return io.ReadAll(resp.Body)
-	})
+	}
+	if overTLS {
+		e.idp = samltest.NewTLSIdP(t, fetchSP)
+		e.roots = x509.NewCertPool()
+		e.roots.AddCert(e.srv.Certificate())
+		e.roots.AddCert(e.idp.Server.Certificate())
+	} else {
+		e.idp = samltest.NewIdP(t, fetchSP)
+	}
+	e.browser = e.newBrowser()
 	if setup != nil {
 		setup(e.idp)
 	}
@@ -91,6 +110,9 @@ func (e *samlEnv) newBrowser() *http.Client {
 	jar, _ := cookiejar.New(nil)
 	c := *e.srv.Client() // a browser of its own: the server's client is one shared value
 	c.Jar = jar
+	if e.roots != nil { // the IdP is over HTTPS too
+		c.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.roots}}
+	}
 	return &c
 }
 
@@ -171,7 +193,7 @@ func TestSAMLSignIn(t *testing.T) {
 			t.Fatalf("metadata lacks %s: %s", want, md)
 		}
 	}
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/samlmetadata+xml" || strings.Contains(string(md), "HTTP-Artifact") {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/samlmetadata+xml" || !strings.Contains(string(md), "HTTP-Artifact") {
 		t.Fatalf("metadata: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), md)
 	}
 

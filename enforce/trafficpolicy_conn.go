@@ -87,11 +87,13 @@ func NewConnPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*ConnPolicy, e
 	if err := p.Unavailable(); err != nil {
 		return nil, err
 	}
-	return newConnPolicy(p.OnTCPConnect, o, p.Reads("actions"))
+	return newConnPolicy(p.OnTCPConnect, o, p.Reads("actions"), "tcp")
 }
 
-// newConnPolicy makes the on_tcp_connect rules ready to run.
-func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (*ConnPolicy, error) {
+// newConnPolicy makes the on_tcp_connect rules ready to run, for an endpoint or edge of the
+// protocol family ("http" for http and https, "tcp" for tcp and tls: forward-internal's targets
+// must share it).
+func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool, family string) (*ConnPolicy, error) {
 	cp := &ConnPolicy{opts: o}
 	for _, r := range rules {
 		cr := connRule{rule: r}
@@ -101,7 +103,7 @@ func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (
 				if err != nil {
 					return nil, err
 				}
-				fwd, err := newConnForward(a, cfg.(*trafficpolicy.ForwardInternalConfig), o)
+				fwd, err := newConnForward(a, cfg.(*trafficpolicy.ForwardInternalConfig), o, family)
 				if err != nil {
 					return nil, err
 				}
@@ -206,6 +208,7 @@ func (cp *ConnPolicy) allow(client, server, sni string, start time.Time) bool {
 func (cp *ConnPolicy) decide(client, server, sni string, start time.Time) ConnVerdict {
 	vars := trafficpolicy.ConnVars(client, server)
 	trafficpolicy.SetConnStart(vars, start)
+	trafficpolicy.AtConnect(vars)
 	if sni != "" {
 		trafficpolicy.SetServerName(vars, sni)
 	}

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"maps"
@@ -30,7 +31,7 @@ type ConnInfo struct {
 }
 
 // ByteCounter is a public connection that counts its bytes (the listener wraps the
-// connections whose policy reads conn.bytes_in or conn.bytes_out in one).
+// connections whose policy reads conn.bytes_in or conn.bytes_out in one, Chain.ConnReads).
 type ByteCounter interface {
 	// Bytes are the bytes read from and written to the client so far.
 	Bytes() (in, out int64)
@@ -52,6 +53,35 @@ func (c *ConnInfo) Bytes() (in, out int64, counted bool) {
 		conn = u.NetConn()
 	}
 	return 0, 0, false
+}
+
+// Fingerprinted is a public connection whose ClientHello the listener fingerprinted (it does so
+// for the connections whose policy reads conn.tls.ja4_fingerprint).
+type Fingerprinted interface {
+	// JA4 is the JA4 fingerprint of the connection's ClientHello; ok is false when the listener
+	// did not fingerprint it.
+	JA4() (fingerprint string, ok bool)
+}
+
+// JA4 finds the fingerprint under the connection (through NetConn, as Bytes does), for
+// conn.tls.ja4_fingerprint: "" on a connection without TLS, and known false on a TLS one the
+// listener did not fingerprint.
+func (c *ConnInfo) JA4() (fingerprint string, known bool) {
+	conn := c.Conn
+	if _, ok := conn.(*tls.Conn); !ok {
+		return "", conn != nil // no TLS: nothing to fingerprint
+	}
+	for conn != nil {
+		if f, ok := conn.(Fingerprinted); ok {
+			return f.JA4()
+		}
+		u, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		conn = u.NetConn()
+	}
+	return "", false
 }
 
 // ServedCertificate is the certificate presented on the connection for serverName, nil when

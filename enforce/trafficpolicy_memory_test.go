@@ -3,10 +3,10 @@ package enforce
 import (
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/memtest"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -14,23 +14,9 @@ import (
 // deny one /24 (distinct per seed), the shape whose configuration maps outweigh what the stage
 // builds from them.
 func restrictIPsDocument(seed, size int) string {
-	var b strings.Builder
-	b.WriteString("on_tcp_connect:\n")
-	for j := 0; ; j++ {
-		rule := fmt.Sprintf("  - actions: [{type: restrict-ips, config: {deny: [\"10.%d.%d.0/24\"]}}]\n", j%256, (j+seed)%256)
-		if b.Len()+len(rule) > size {
-			return b.String()
-		}
-		b.WriteString(rule)
-	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return memtest.Fill("on_tcp_connect:\n", size, func(j int) string {
+		return fmt.Sprintf("  - actions: [{type: restrict-ips, config: {deny: [\"10.%d.%d.0/24\"]}}]\n", j%256, (j+seed)%256)
+	})
 }
 
 // TestPolicyStagesForgetConfiguration: once a stage has built its actions, the rules' actions
@@ -41,7 +27,7 @@ func liveHeap() uint64 {
 // some 40 bytes a rule, so 326 KiB now. The bound stays far below what the maps would keep.
 func TestPolicyStagesForgetConfiguration(t *testing.T) {
 	const docs, size = 10, 64 << 10
-	before := liveHeap()
+	before := memtest.LiveHeap()
 	stages := make([]*ConnPolicy, docs)
 	var first *trafficpolicy.Policy
 	var actions []*trafficpolicy.Action
@@ -60,7 +46,7 @@ func TestPolicyStagesForgetConfiguration(t *testing.T) {
 			}
 		}
 	}
-	perDoc := (liveHeap() - before) / docs
+	perDoc := (memtest.LiveHeap() - before) / docs
 	t.Logf("a stage of a %d KiB restrict-ips document keeps %d KiB", size>>10, perDoc>>10)
 	for _, r := range first.OnTCPConnect {
 		if r.Actions != nil {

@@ -19,8 +19,9 @@ import (
 // modules set. oauth without client_id uses the server's managed application for the provider
 // (--oauth-app); without one the stage is refused naming the flag. The session cookie is
 // <prefix><auth_id>.session when auth_id is given, so two actions keep apart; a login or logout
-// path naming another action's auth_id (?auth_id=…) passes this one by. CEL interpolation in
-// client_id and client_secret is not evaluated: such a policy is refused naming the field.
+// path naming another action's auth_id (?auth_id=…) passes this one by. client_id and
+// client_secret may interpolate CEL, rendered on each request the action runs on
+// (trafficpolicy_signin_apps.go).
 
 // SignInOptions is what a traffic policy's sign-in actions need of the data plane: the key
 // sealing sessions (every replica's), the operator's managed OAuth applications and provider
@@ -40,23 +41,28 @@ func init() {
 		}
 		_, _, refresh := c.Durations()
 		provider := strings.ToLower(c.Provider)
-		oc := OAuthConfig{Provider: provider, App: OAuthApp{ClientID: c.ClientID, ClientSecret: c.ClientSecret},
-			Scopes: c.Scopes, CheckInterval: refresh, Session: sess, Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams}
-		if oc.App.ClientID == "" {
+		oc := OAuthConfig{Provider: provider, Scopes: c.Scopes, CheckInterval: refresh, Session: sess,
+			Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams}
+		if e, ok := tp.opts.SignIn.OAuthEndpoints[provider]; ok {
+			oc.Endpoints = &e
+		}
+		build := func(app OAuthApp) (Stage, error) {
+			oc := oc
+			oc.App = app
+			return NewOAuth(oc)
+		}
+		if c.ClientID == "" {
 			managed, ok := tp.opts.SignIn.OAuthApps[provider]
 			if !ok {
 				return nil, fmt.Errorf("%s.config: this server has no managed OAuth application for %s: its operator must start it with --oauth-app %s=CLIENT_ID:CLIENT_SECRET, or the action must give client_id and client_secret", a.Path, provider, provider)
 			}
-			oc.App = managed
+			st, err := build(managed)
+			if err != nil {
+				return nil, fmt.Errorf("%s.config: %v", a.Path, err)
+			}
+			return signInAction(st, c.AuthID), nil
 		}
-		if e, ok := tp.opts.SignIn.OAuthEndpoints[provider]; ok {
-			oc.Endpoints = &e
-		}
-		st, err := NewOAuth(oc)
-		if err != nil {
-			return nil, fmt.Errorf("%s.config: %v", a.Path, err)
-		}
-		return signInAction(st, c.AuthID), nil
+		return signInApps(a, &c.SignInConfig, build)
 	})
 	registerRequestAction("openid-connect", func(a *trafficpolicy.Action, cfg any, tp *TrafficPolicy) (requestFunc, error) {
 		c := cfg.(*trafficpolicy.OIDCActionConfig)
@@ -65,12 +71,10 @@ func init() {
 			return nil, err
 		}
 		_, _, refresh := c.Durations()
-		st, err := NewOIDC(OIDCConfig{Issuer: c.IssuerURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, Scopes: c.Scopes,
-			CheckInterval: refresh, Session: sess, Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams})
-		if err != nil {
-			return nil, fmt.Errorf("%s.config: %v", a.Path, err)
-		}
-		return signInAction(st, c.AuthID), nil
+		return signInApps(a, &c.SignInConfig, func(app OAuthApp) (Stage, error) {
+			return NewOIDC(OIDCConfig{Issuer: c.IssuerURL, ClientID: app.ClientID, ClientSecret: app.ClientSecret, Scopes: c.Scopes,
+				CheckInterval: refresh, Session: sess, Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams})
+		})
 	})
 }
 
@@ -79,11 +83,6 @@ func init() {
 func signInSession(a *trafficpolicy.Action, c *trafficpolicy.SignInConfig, tp *TrafficPolicy) (SessionConfig, error) {
 	if tp.opts.SignIn == nil || len(tp.opts.SignIn.SessionKey) != 32 || tp.opts.Outbound == nil {
 		return SessionConfig{}, fmt.Errorf("%s: the %s action needs the data plane's session key and outbound client, which this stage was built without", a.Path, a.Type)
-	}
-	for field, v := range map[string]string{"client_id": c.ClientID, "client_secret": c.ClientSecret} {
-		if trafficpolicy.Interpolates(v) {
-			return SessionConfig{}, fmt.Errorf("%s.config.%s: CEL interpolation (${…}) is not applied here yet", a.Path, field)
-		}
 	}
 	maxSession, idle, _ := c.Durations()
 	sess := SessionConfig{Key: tp.opts.SignIn.SessionKey, OptionsPassthrough: c.AllowCORSPreflight,

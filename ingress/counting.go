@@ -3,12 +3,15 @@ package ingress
 import (
 	"net"
 	"sync/atomic"
+
+	"github.com/edgeplane/edgeplane/enforce"
 )
 
 // countingConn counts the bytes read from and written to a public connection (its TLS records
 // included), for a traffic policy reading conn.bytes_in and conn.bytes_out
-// (enforce.ByteCounter). Only the connections to an edge or endpoint whose policy reads them
-// are wrapped (Server.countsBytes): the others pay nothing.
+// (enforce.ByteCounter). Every plain HTTP connection is wrapped (countingListener); of the
+// HTTPS ones, only those to an edge or endpoint whose policy reads them (Server.connReads),
+// which the ClientHello names before the handshake's first byte is answered.
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
@@ -40,19 +43,35 @@ func (c *countingConn) CloseWrite() error {
 	return nil
 }
 
-// countsBytes reports whether the HTTPS edge or endpoint serving sni has a traffic policy
-// reading its connections' byte counts. It is asked once per connection, after the
-// ClientHello: the routes' and endpoint's stages are built with the plan or the bind, and each
-// says whether it reads them (enforce.Chain.CountsBytes).
-func (s *Server) countsBytes(sni string) bool {
+// connReads reports what the traffic policies of the HTTPS edge or endpoint serving sni read
+// of their connections that the listener provides only when asked: the byte counts and the
+// ClientHello's JA4 fingerprint. It is asked once per connection, after the ClientHello: the
+// routes' and endpoint's stages are built with the plan or the bind, and each says what it
+// reads (enforce.Chain.ConnReads).
+func (s *Server) connReads(sni string) enforce.ConnReads {
+	var out enforce.ConnReads
 	e, ep := s.httpsRoute(sni)
 	if e != nil {
 		for _, r := range e.Routes {
-			if r.Chain.CountsBytes() {
-				return true
-			}
+			cr := r.Chain.ConnReads()
+			out.Bytes, out.JA4 = out.Bytes || cr.Bytes, out.JA4 || cr.JA4
 		}
-		return false
+		return out
 	}
-	return ep != nil && ep.Chain().CountsBytes()
+	if ep != nil {
+		out = ep.Chain().ConnReads()
+	}
+	return out
+}
+
+// countingListener wraps each connection it accepts in a countingConn: the plain HTTP
+// listener's, whose endpoint a connection's first request names only after bytes were read.
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
 }

@@ -235,12 +235,15 @@ func (s *Server) pipe(pub, up net.Conn) (in, out int64) {
 	return netx.Pipe(pub, up, idle)
 }
 
-// ServeHTTP serves plain HTTP on ln until Close.
+// ServeHTTP serves plain HTTP on ln until Close. Every connection's bytes are counted, for the
+// conn.bytes_* variables: its endpoint is known only once its first request's Host is read, and
+// two atomic additions per read and write cost nothing measurable beside the system calls
+// (docs/performance.md).
 func (s *Server) ServeHTTP(ln net.Listener) error {
 	if !s.track(ln) {
 		return net.ErrClosed
 	}
-	err := s.http.Serve(ln)
+	err := s.http.Serve(countingListener{ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

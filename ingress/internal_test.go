@@ -8,6 +8,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/internal/testnet"
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -38,26 +39,6 @@ func (e *internalConnEndpoint) Dial(_ context.Context, client, proto, _ string, 
 	return nil, net.ErrClosed
 }
 
-// tcpPair is a connected pair of real TCP connections: the listener's side and the client's.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
-
 // TestCarryForwarded: a connection forward-internal hands over reaches the account's internal
 // endpoint only (another account's of the same name is not found), whose agent is dialed with
 // the client's address; internal endpoints forwarding to each other end after maxConnForwards
@@ -80,14 +61,14 @@ func TestCarryForwarded(t *testing.T) {
 		t.Errorf("InternalOnline: A's tcp endpoint must be found for A only, and not as a tls one")
 	}
 
-	c, client := tcpPair(t)
+	c, client := testnet.TCPPair(t)
 	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &db, Account: "acct_a"}, "", nil)
 	e := endpoints[ep.InternalEndpointKey("acct_a", db.Host, db.Port)]
 	if len(e.dialed) != 2 || e.dialed[0] != client.LocalAddr().String() || e.dialed[1] != "tcp" {
 		t.Errorf("the internal endpoint's agent was dialed with %q, want the client's address %s and tcp", e.dialed, client.LocalAddr())
 	}
 
-	c, _ = tcpPair(t)
+	c, _ = testnet.TCPPair(t)
 	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &loop, Account: "acct_a"}, "", nil)
 	l := endpoints[ep.InternalEndpointKey("acct_a", loop.Host, loop.Port)]
 	if l.decisions != maxConnForwards || len(l.dialed) != 0 {

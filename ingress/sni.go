@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/inspect"
+	"github.com/edgeplane/edgeplane/internal/ja4"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/plan"
 )
@@ -41,21 +42,19 @@ func (c *recordingConn) Read(p []byte) (int, error) {
 
 func (c *recordingConn) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
 
-// readHello reads the ClientHello of c and returns the server name, the ALPN protocols offered
-// and the bytes read.
-func readHello(c net.Conn) (string, []string, []byte, error) {
+// readHello reads the ClientHello of c and returns it as crypto/tls parsed it, its server name
+// (lower case, without a final dot) and the bytes read.
+func readHello(c net.Conn) (*tls.ClientHelloInfo, string, []byte, error) {
 	rc := &recordingConn{Conn: c}
-	var sni string
-	var protos []string
-	var seen bool
+	var hello *tls.ClientHelloInfo
 	err := tls.Server(rc, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		sni, protos, seen = h.ServerName, h.SupportedProtos, true
+		hello = h
 		return nil, errHelloRead
 	}}).Handshake()
-	if !seen {
-		return "", nil, nil, err
+	if hello == nil {
+		return nil, "", nil, err
 	}
-	return strings.ToLower(strings.TrimSuffix(sni, ".")), protos, rc.buf.Bytes(), nil
+	return hello, strings.ToLower(strings.TrimSuffix(hello.ServerName, ".")), rc.buf.Bytes(), nil
 }
 
 // replayConn reads the recorded bytes first, then from the connection.
@@ -65,6 +64,17 @@ type replayConn struct {
 }
 
 func (c *replayConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// fingerprintedConn is a connection whose ClientHello the listener fingerprinted, for a
+// traffic policy reading conn.tls.ja4_fingerprint (enforce.Fingerprinted). Only the
+// connections to an edge or endpoint whose policy reads it are wrapped (Server.connReads).
+type fingerprintedConn struct {
+	*replayConn
+	ja4 string
+}
+
+// JA4 is the fingerprint of the connection's ClientHello.
+func (c *fingerprintedConn) JA4() (string, bool) { return c.ja4, true }
 
 // NetConn returns the underlying connection, so that the public limiter finds its own
 // connection inside an HTTPS one (netx.ConnState).
@@ -84,14 +94,14 @@ func (c *replayConn) CloseWrite() error {
 // unrecognized_name.
 func (s *Server) routeTLS(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(s.headerTimeout()))
-	sni, protos, hello, err := readHello(c)
+	ch, sni, hello, err := readHello(c)
 	if err != nil {
 		c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	conn := &replayConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}
-	if s.answerALPN(conn, sni, protos) {
+	if s.answerALPN(conn, sni, ch.SupportedProtos) {
 		return
 	}
 	// A TLS edge's or endpoint's connection counts against its account from here; at the
@@ -117,8 +127,13 @@ func (s *Server) routeTLS(c net.Conn) {
 	// Any other name, or none, is an HTTPS handshake: one edgeplane serves no name for ends with
 	// the unrecognized_name alert (see New's GetCertificate).
 	var hc net.Conn = conn
-	if s.countsBytes(sni) {
-		hc = &countingConn{Conn: conn} // counts the replayed ClientHello too
+	if reads := s.connReads(sni); reads.Bytes || reads.JA4 {
+		if reads.JA4 {
+			hc = &fingerprintedConn{replayConn: conn, ja4: ja4.Fingerprint(ch)}
+		}
+		if reads.Bytes {
+			hc = &countingConn{Conn: hc} // counts the replayed ClientHello too
+		}
 	}
 	if !s.handed.hand(tls.Server(hc, s.tlsConf)) {
 		c.Close()

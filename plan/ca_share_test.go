@@ -15,6 +15,7 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/memtest"
 )
 
 // testCA is a self-signed CA certificate in PEM whose subject is padded to about pad bytes, as
@@ -53,9 +54,9 @@ func TestMutualTLSAuthoritiesShared(t *testing.T) {
 	}
 	one := &ep.EndpointMutualTLS{Enabled: true, CertificateAuthorities: m.CertificateAuthorities[:1]}
 	s.TLSEdges = append(s.TLSEdges, &ep.TLSEdge{Edge: ep.Edge{Meta: ep.Meta{ID: "edgtls_one"}}, MutualTLS: one})
-	before := liveHeap()
+	before := memtest.LiveHeap()
 	a := testLive.Build(s, nil)
-	kept := int64(liveHeap()) - int64(before)
+	kept := int64(memtest.LiveHeap()) - int64(before)
 	t.Logf("%d edges on %d authorities of %d KiB: the plan keeps %d KiB", edges, cas, pad>>10, kept>>10)
 	if kept > 4<<20 {
 		t.Errorf("the plan keeps %d KiB; at most 4 MiB expected with the authorities shared", kept>>10)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/memtest"
 )
 
 // ipRoutes is an account of one HTTPS edge whose routes have ip_restriction on policies.
@@ -69,9 +70,9 @@ func TestIPRestrictionRulesShared(t *testing.T) {
 		all[i] = ids
 	}
 	s := ipRoutes(rules, all...)
-	before := liveHeap()
+	before := memtest.LiveHeap()
 	a := testLive.Build(s, nil)
-	kept := int64(liveHeap()) - int64(before)
+	kept := int64(memtest.LiveHeap()) - int64(before)
 	t.Logf("%d routes on %d policies of %d rules: the plan keeps %d KiB", routes, policies, perPolicy, kept>>10)
 	if kept > 4<<20 {
 		t.Errorf("the plan keeps %d KiB; at most 4 MiB expected with the rules shared", kept>>10)

@@ -8,12 +8,13 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/internal/memtest"
 )
 
 // policyShapes are 64 KiB traffic policy documents of the shapes that compile to the most memory
 // per byte found so far, each distinct per seed.
 var policyShapes = map[string]func(seed int) string{
-	"rules of one expression": func(seed int) string { return denseConnPolicy(seed, ep.MaxTrafficPolicyBytes) },
+	"rules of one expression": func(seed int) string { return memtest.DenseConnPolicy(seed, ep.MaxTrafficPolicyBytes) },
 	"one rule of many expressions": func(seed int) string {
 		return fill("on_tcp_connect:\n- actions: [{type: deny}]\n  expressions:\n", func(j int) string {
 			return fmt.Sprintf("  - \"conn.client_port!=%d\"\n", seed*100000+j)
@@ -74,15 +75,7 @@ var policyShapes = map[string]func(seed int) string{
 // fill is head followed by part(0), part(1), … as long as the document stays within
 // ep.MaxTrafficPolicyBytes.
 func fill(head string, part func(j int) string) string {
-	var b strings.Builder
-	b.WriteString(head)
-	for j := 0; ; j++ {
-		p := part(j)
-		if b.Len()+len(p) > ep.MaxTrafficPolicyBytes {
-			return b.String()
-		}
-		b.WriteString(p)
-	}
+	return memtest.Fill(head, ep.MaxTrafficPolicyBytes, part)
 }
 
 // TestPolicyCostBoundsCompiledMemory: for each of the costliest shapes of document, the memory
@@ -91,7 +84,7 @@ func fill(head string, part func(j int) string) string {
 func TestPolicyCostBoundsCompiledMemory(t *testing.T) {
 	const docs = 2
 	for name, shape := range policyShapes {
-		before := liveHeap()
+		before := memtest.LiveHeap()
 		stages := make([]any, docs)
 		cost := 0
 		for i := range stages {
@@ -110,7 +103,7 @@ func TestPolicyCostBoundsCompiledMemory(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
-		kept := (int64(liveHeap()) - int64(before)) / docs
+		kept := (int64(memtest.LiveHeap()) - int64(before)) / docs
 		t.Logf("%s: a %d KiB document's stage keeps %d KiB, estimated %d KiB", name, len(shape(0))>>10, kept>>10, cost>>10)
 		if kept > int64(cost) {
 			t.Errorf("%s: the stage keeps %d KiB, more than the %d KiB estimated", name, kept>>10, cost>>10)
@@ -146,7 +139,7 @@ func budgetEdges(n int, doc func(i int) string) *Snapshot {
 // edges counts once, and a smaller one after a refused one still fits.
 func TestAccountPolicyBudget(t *testing.T) {
 	const edges = 40
-	doc := func(i int) string { return denseConnPolicy(i, ep.MaxTrafficPolicyBytes) }
+	doc := func(i int) string { return memtest.DenseConnPolicy(i, ep.MaxTrafficPolicyBytes) }
 	// The edges that fit: their documents' costs differ a little (their numbers' digits).
 	fits := map[int]bool{}
 	for i, total := 0, 0; i < edges; i++ {
@@ -155,9 +148,9 @@ func TestAccountPolicyBudget(t *testing.T) {
 		}
 	}
 	fit := len(fits)
-	before := liveHeap()
+	before := memtest.LiveHeap()
 	a := testLive.Build(budgetEdges(edges, doc), nil)
-	kept := int64(liveHeap()) - int64(before)
+	kept := int64(memtest.LiveHeap()) - int64(before)
 	t.Logf("%d edges of distinct %d KiB documents estimated %d KiB each: %d fit; the plan keeps %d KiB",
 		edges, ep.MaxTrafficPolicyBytes>>10, ep.TrafficPolicyCost(doc(0))>>10, fit, kept>>10)
 	applied := 0
@@ -213,7 +206,7 @@ func TestAccountPolicyBudget(t *testing.T) {
 // older one away; routes and edges share it, and route documents are refused like edges'.
 func TestAccountPolicyBudgetOldestFirst(t *testing.T) {
 	// Seeds 1 to 9 make documents of one cost (numbers of five digits).
-	big := func(i int) string { return denseConnPolicy(i+1, ep.MaxTrafficPolicyBytes) }
+	big := func(i int) string { return memtest.DenseConnPolicy(i+1, ep.MaxTrafficPolicyBytes) }
 	fit := ep.MaxAccountPolicyCost / ep.TrafficPolicyCost(big(0))
 	if fit < 2 || fit > 8 || ep.TrafficPolicyCost(big(fit-1)) != ep.TrafficPolicyCost(big(0)) {
 		t.Fatalf("%d documents fit; the test needs 2 to 8 of one cost", fit)

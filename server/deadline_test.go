@@ -21,10 +21,12 @@ func TestLazyDeadline(t *testing.T) {
 	if got, ok := ctx.Deadline(); !ok || !got.Equal(d) {
 		t.Fatalf("deadline %v %v", got, ok)
 	}
-	if ctx.Value(testKey{}) != "v" || ctx.Err() != nil {
+	// A loaded machine may reach this line past the deadline: then it has ended, rightly. Err is
+	// read before the clock, so an error seen before the deadline is one that came too early.
+	if err := ctx.Err(); ctx.Value(testKey{}) != "v" || (err != nil && time.Now().Before(d)) {
 		t.Fatal("a fresh context lost its value or has ended")
 	}
-	time.Sleep(40 * time.Millisecond)
+	time.Sleep(time.Until(d) + 10*time.Millisecond) // the deadline passes, with nothing waiting
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("after the deadline, nothing waiting: Err %v", ctx.Err())
 	}

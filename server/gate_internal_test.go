@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +44,31 @@ func gateServer(t *testing.T, timeout time.Duration) (*Server, string) {
 	return s, *key.(*ep.APIKey).Token
 }
 
+// waitAtGate waits until n requests wait at the gate: goroutines blocked in the select of
+// authenticated, as the runtime's goroutine dump shows them. A pause instead may end, on a
+// loaded machine, before a request has reached the gate, and the next would overtake it.
+func waitAtGate(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var dump bytes.Buffer
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 2)
+		waiting := 0
+		for _, g := range strings.Split(dump.String(), "\n\n") {
+			if strings.Contains(g, " [select") && strings.Contains(g, "(*Server).authenticated.func") {
+				waiting++
+			}
+		}
+		if waiting == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests wait at the gate, want %d\n%s", waiting, n, dump.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func gateRequest(token string, i int) *http.Request {
 	r := httptest.NewRequest("GET", "/gated", nil)
 	r.Header.Set("Authorization", "Bearer "+token)
@@ -67,7 +95,7 @@ func TestGateQueuesInArrivalOrder(t *testing.T) {
 	const n = 6
 	for i := range n {
 		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), gateRequest(token, i)) })
-		time.Sleep(30 * time.Millisecond) // each waits at the gate before the next arrives
+		waitAtGate(t, i+1) // each waits at the gate before the next arrives
 	}
 	<-s.gate
 	wg.Wait()
@@ -96,5 +124,25 @@ func TestGateDeadline(t *testing.T) {
 	_ = json.Unmarshal(rec.Body.Bytes(), &body)
 	if rec.Code != http.StatusServiceUnavailable || body.ErrorCode != "ERR_NGROK_9000" || ran {
 		t.Fatalf("status %d, body %s, handler ran %v", rec.Code, rec.Body, ran)
+	}
+}
+
+// The authentication middleware hands the handler its caller (or, on fused routes, its
+// credential) in the request's opInfo, which observe puts there; served on its own, without
+// observe, it makes one, and the handler still gets them.
+func TestAuthenticatedHandsOnWithoutObserve(t *testing.T) {
+	s, token := gateServer(t, 10*time.Second)
+	s.gate = nil
+	var caller ep.Caller
+	var cred credential
+	s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { caller = callerOf(r) }), false).
+		ServeHTTP(httptest.NewRecorder(), gateRequest(token, 0))
+	s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { cred = credentialFrom(r) }), true).
+		ServeHTTP(httptest.NewRecorder(), gateRequest(token, 0))
+	if caller.AccountID == "" || caller.KeyID == "" {
+		t.Fatalf("the handler got caller %+v", caller)
+	}
+	if selector, _, _ := ep.ParseToken(token); cred.selector != selector || cred.secret == "" {
+		t.Fatalf("the fused handler got credential %+v", cred)
 	}
 }

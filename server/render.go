@@ -68,11 +68,15 @@ func (s *Server) encode(v any) ([]byte, error) {
 // writeBody sends a rendered JSON body.
 func (s *Server) writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// jsonContentType is the Content-Type of every JSON response, one slice for all: headers are
+// replaced, never changed in place, and net/http copies them before it writes.
+var jsonContentType = []string{"application/json"}
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -146,6 +146,8 @@ type readCache struct {
 	ver  walVersion
 	keys map[string]keyRow
 	objs map[string]cachedObject
+	// counts are children counted at ver (readcache_counts.go).
+	counts map[childKey]int
 	// bytes is what the entries are counted as (cost, keyCost), at most budget.
 	bytes, budget int64
 	// pending is the write set of the transaction this process's committer is committing, when
@@ -162,7 +164,7 @@ func openReadCache(ctx context.Context, path, dsn string) (*readCache, error) {
 		return nil, fmt.Errorf("store: read cache: %w", err)
 	}
 	c := &readCache{shm: shm, sentinel: sentinel, keys: map[string]keyRow{}, objs: map[string]cachedObject{},
-		budget: DefaultReadCacheBytes}
+		counts: map[childKey]int{}, budget: DefaultReadCacheBytes}
 	if _, ok := c.version(); !ok {
 		c.close()
 		return nil, errors.New("store: read cache: no valid wal-index header")
@@ -243,9 +245,7 @@ func (c *readCache) put(v walVersion, selector string, k keyRow, id string, obj 
 		if c.pending != nil {
 			return // settle decides what of the cache survives the commit in flight
 		}
-		c.ver = v
-		c.clearKeys()
-		c.clearObjects()
+		c.reset(v)
 	}
 	if selector != "" {
 		c.addKey(selector, k)
@@ -253,6 +253,14 @@ func (c *readCache) put(v walVersion, selector string, k keyRow, id string, obj 
 	if obj != nil {
 		c.addObject(id, *obj)
 	}
+}
+
+// reset empties the cache and moves it to version v. The caller holds c.mu for writing.
+func (c *readCache) reset(v walVersion) {
+	c.ver = v
+	c.clearKeys()
+	c.clearObjects()
+	clear(c.counts)
 }
 
 // object returns the object with the id if it was read at version v.
@@ -279,6 +287,9 @@ type writeSet struct {
 	// have changed, all when anything else may have (a delete cascades to objects nobody named).
 	objs      []string
 	keys, all bool
+	// children are the parents (with account and kind) of the objects inserted, one entry per
+	// insert, for the child counts (readcache_counts.go).
+	children []childKey
 }
 
 // beginWrite starts the write set of a transaction that has just begun and holds the write lock.
@@ -392,12 +403,14 @@ func (w *writeSet) settle(committed bool) {
 	case w.all:
 		c.clearKeys()
 		c.clearObjects()
+		clear(c.counts)
 	case w.keys:
 		c.clearKeys()
 	}
 	for _, id := range w.objs {
 		c.dropObject(id)
 	}
+	c.carryCounts(w)
 	c.ver = after
 }
 

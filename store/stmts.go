@@ -135,7 +135,11 @@ func (t *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Resul
 		return nil, err
 	}
 	t.ws.note(q, args)
-	return t.exec(ctx, q, args...)
+	res, err := t.exec(ctx, q, args...)
+	if err == nil {
+		t.ws.done(q, args)
+	}
+	return res, err
 }
 
 // save opens a batch member's savepoint before its first write.
@@ -174,6 +178,7 @@ func (t *wtx) ExecLast(ctx context.Context, q string, args ...any) (sql.Result, 
 	res, err := t.exec(ctx, q, args...)
 	if err == nil {
 		t.bare = true
+		t.ws.done(q, args)
 	}
 	return res, err
 }

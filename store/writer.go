@@ -325,7 +325,9 @@ func (c *committer) together(batch []*txRequest) {
 			continue
 		}
 		t := &wtx{db: tx.db, stmts: tx.stmts, member: true, ws: tx.ws}
+		mark := tx.ws.mark()
 		if err := c.call(r, t); err != nil {
+			tx.ws.forget(mark) // none of its inserts will be committed
 			if t.bare {
 				// It wrote without a savepoint (ExecLast) and failed afterwards: its write
 				// cannot be taken back alone.

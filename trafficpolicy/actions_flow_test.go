@@ -80,7 +80,6 @@ func TestUnavailableVariables(t *testing.T) {
 		`{"on_http_request":[{"expressions":["conn.geo.country_code == 'US'"],"actions":[{"type":"deny"}]}]}`:              "on_http_request[0].expressions[0]: conn.geo.country_code: edgeplane has no geolocation database",
 		`{"on_tcp_connect":[{"expressions":["'tor' in conn.client_ip.categories"],"actions":[{"type":"deny"}]}]}`:          "conn.client_ip.categories: edgeplane has no IP intelligence database",
 		`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x":"${secrets.get('v', 'k')}"}}}]}]}`: "config.headers.x: secrets.get: edgeplane has no ngrok vaults",
-		`{"on_http_request":[{"expressions":["conn.tls.ja4_fingerprint == 'x'"],"actions":[{"type":"deny"}]}]}`:            "conn.tls.ja4_fingerprint: edgeplane does not compute JA4",
 		`{"on_http_response":[{"expressions":["conn.server_region == 'eu'"],"actions":[{"type":"deny"}]}]}`:                "conn.server_region: edgeplane has no points of presence",
 	} {
 		p, err := Parse(doc)

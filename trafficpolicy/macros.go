@@ -360,6 +360,9 @@ func inspect(a *cel.Ast) refs {
 			if strings.HasPrefix(ref.Name, "conn.bytes_") {
 				r.roots = append(r.roots, "conn.bytes") // the listener counts bytes only for such policies
 			}
+			if ref.Name == "conn.tls.ja4_fingerprint" {
+				r.roots = append(r.roots, ref.Name) // the listener fingerprints only for such policies
+			}
 			r.names = append(r.names, ref.Name)
 		}
 	}

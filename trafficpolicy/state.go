@@ -49,8 +49,8 @@ func CarryState(from, to map[string]any, withVars bool) {
 }
 
 // Reads reports whether an expression or interpolation of the document reads the variable name
-// (actions, vars, …; conn.bytes for conn.bytes_in or conn.bytes_out), so that a stage records
-// only what some rule can read.
+// (actions, vars, …; conn.bytes for conn.bytes_in or conn.bytes_out; conn.tls.ja4_fingerprint),
+// so that a stage records only what some rule can read.
 func (p *Policy) Reads(name string) bool { return p.reads[name] }
 
 // Condition is http-request's retry_condition: a CEL expression over attempts (the number of

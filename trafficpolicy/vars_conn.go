@@ -101,16 +101,35 @@ func init() {
 		"conn.k8s.pod.id": str, "conn.k8s.pod.metadata.name": str, "conn.k8s.pod.metadata.namespace": str,
 		"conn.k8s.pod.metadata.annotations": cel.MapType(str, str), "conn.k8s.pod.metadata.error_code": str, "conn.k8s.pod.metadata.error_message": str,
 	})
-	declareUnavailable(inConn, "edgeplane does not compute JA4 fingerprints of TLS handshakes", map[string]*cel.Type{"conn.tls.ja4_fingerprint": str})
+	declare(inConn, str, map[string]func(*sources) any{"conn.tls.ja4_fingerprint": connJA4})
+}
+
+// notFingerprinted is why a connection has no JA4 fingerprint.
+const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (a connection made before the policy was in force, or a TCP or TLS endpoint's or edge's connection, is not)"
+
+// connJA4 is the JA4 fingerprint of the connection's ClientHello, empty without TLS, or an
+// error when the listener did not fingerprint it: a rule comparing it must not take a connection
+// it cannot fingerprint as one without TLS.
+func connJA4(s *sources) any {
+	if s.conn != nil {
+		if fp, ok := s.conn.JA4(); ok {
+			return fp
+		}
+	}
+	return types.NewErr("conn.tls.ja4_fingerprint: %s", notFingerprinted)
 }
 
 // notCounted is why a connection has no byte counts.
-const notCounted = "this connection's bytes are not counted: edgeplane counts those of HTTPS connections to an edge or endpoint whose policy reads them, from the handshake on (a connection made before the policy was in force, a plain HTTP, TCP or TLS connection is not counted)"
+const notCounted = "this connection's bytes are not counted: edgeplane counts those of every plain HTTP connection, and of HTTPS connections to an edge or endpoint whose policy reads them from the handshake on (this one was made before such a policy was in force)"
 
-// connBytes is the bytes read from (in) or written to the client so far on the connection, or
-// an error when the listener does not count them: a policy comparing them must not take a
-// connection it cannot measure as an empty one.
+// connBytes is the bytes read from (in) or written to the client so far on the connection (0
+// in on_tcp_connect, which runs as it is established), or an error when the listener does not
+// count them: a policy comparing them must not take a connection it cannot measure as an empty
+// one.
 func connBytes(s *sources, name string, in bool) any {
+	if s.atConnect {
+		return int64(0)
+	}
 	if s.conn != nil {
 		if i, o, ok := s.conn.Bytes(); ok {
 			if in {

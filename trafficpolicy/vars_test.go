@@ -165,6 +165,8 @@ func (s servedBy) ServedCertificate(name string) *x509.Certificate { return s[na
 
 func (servedBy) Bytes() (int64, int64, bool) { return 0, 0, false }
 
+func (servedBy) JA4() (string, bool) { return "", false }
+
 // TestServerCertificateVariables: conn.tls.server.* are the parts of the certificate the
 // listener presents for the connection's server name, looked up once per request; without TLS,
 // or a name served no certificate, they are empty.
@@ -226,7 +228,8 @@ func (counted) Bytes() (int64, int64, bool) { return 300, 4000, true }
 
 // TestConnBytesVariables: conn.bytes_in and conn.bytes_out are the listener's counts; on a
 // connection it does not count (or with no connection at all) reading them is an error naming
-// why, never 0, and a document reading them says so (Reads("conn.bytes")) for the listener.
+// why, never 0; in on_tcp_connect they are 0; a document reading them says so
+// (Reads("conn.bytes")) for the listener.
 func TestConnBytesVariables(t *testing.T) {
 	p, err := Parse(`{"on_http_request":[{"expressions":["conn.bytes_in == 300 && conn.bytes_out > 1000"],"actions":[{"type":"deny"}]}]}`)
 	if err != nil || p.Unavailable() != nil || !p.Reads("conn.bytes") {
@@ -247,8 +250,69 @@ func TestConnBytesVariables(t *testing.T) {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
+	// In on_tcp_connect, which runs as the connection is established, they are 0 each way, with
+	// or without a counting listener.
+	atConnect, err := Parse(`{"on_tcp_connect":[{"expressions":["conn.bytes_in == 0 && conn.bytes_out == 0"],"actions":[{"type":"deny"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]Conn{"counted": counted{}, "not counted": servedBy{}, "no connection": nil} {
+		vars := ConnVars("192.0.2.1:1", "127.0.0.1:80")
+		AtConnect(vars)
+		if c != nil {
+			SetConn(vars, c)
+		}
+		if ok, err := atConnect.OnTCPConnect[0].Match(vars); !ok || err != nil {
+			t.Errorf("on_tcp_connect, %s: %v %v, want 0 and 0", what, ok, err)
+		}
+	}
 	other, _ := Parse(`{"on_http_request":[{"expressions":["conn.client_ip == '1.2.3.4'"],"actions":[{"type":"deny"}]}]}`)
 	if other.Reads("conn.bytes") {
 		t.Error("a document not reading the counts says it does")
+	}
+}
+
+// fingerprinted is a connection whose listener fingerprinted its ClientHello (fp), or a
+// connection without TLS (fp empty).
+type fingerprinted struct {
+	servedBy
+	fp string
+}
+
+func (f fingerprinted) JA4() (string, bool) { return f.fp, true }
+
+// TestJA4Variable: conn.tls.ja4_fingerprint is the listener's fingerprint of the ClientHello,
+// empty without TLS; on a connection it did not fingerprint (or with no connection at all)
+// reading it is an error naming why, never empty, and a document reading it says so
+// (Reads("conn.tls.ja4_fingerprint")) for the listener.
+func TestJA4Variable(t *testing.T) {
+	const fp = "t13d1516h2_8daaf6152771_e5627efa2ab1"
+	p, err := Parse(`{"on_http_request":[{"expressions":["conn.tls.ja4_fingerprint == '` + fp + `'"],"actions":[{"type":"deny"}]}]}`)
+	if err != nil || p.Unavailable() != nil || !p.Reads("conn.tls.ja4_fingerprint") {
+		t.Fatalf("%v %v reads %v", err, p.Unavailable(), p.Reads("conn.tls.ja4_fingerprint"))
+	}
+	r := httptest.NewRequest("GET", "https://a.test/", nil)
+	for what, c := range map[string]struct {
+		conn  Conn
+		match bool
+	}{"fingerprinted": {fingerprinted{fp: fp}, true}, "another client": {fingerprinted{fp: "t12i0000000_x_y"}, false},
+		"without TLS": {fingerprinted{}, false}} {
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		SetConn(vars, c.conn)
+		if ok, err := p.OnHTTPRequest[0].Match(vars); ok != c.match || err != nil {
+			t.Errorf("%s: %v %v", what, ok, err)
+		}
+	}
+	for what, c := range map[string]Conn{"not fingerprinted": servedBy{}, "no connection": nil} {
+		vars := RequestVars(ConnVars("192.0.2.1:1", ""), r, "https")
+		if c != nil {
+			SetConn(vars, c)
+		}
+		if _, err := p.OnHTTPRequest[0].Match(vars); err == nil || !strings.Contains(err.Error(), "conn.tls.ja4_fingerprint: this connection's ClientHello was not fingerprinted") {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	if other, _ := Parse(`{"on_http_request":[{"expressions":["conn.tls.sni == 'a'"],"actions":[{"type":"deny"}]}]}`); other.Reads("conn.tls.ja4_fingerprint") {
+		t.Error("a document not reading the fingerprint says it does")
 	}
 }

@@ -9,27 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// tcpPair returns the two ends of a loopback TCP connection, the accepted end first.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err = ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
+	"github.com/edgeplane/edgeplane/internal/testnet"
+)
 
 // wrapped is an accepted connection as a listener's accounting wraps it (internal/netx).
 type wrapped struct{ net.Conn }
@@ -39,7 +21,7 @@ func (w wrapped) NetConn() net.Conn { return w.Conn }
 // TestRawIOReadWrite: bytes cross both ways in order, small writes by raw system calls and
 // large ones by the ordinary path, and the peer's close reads as io.EOF.
 func TestRawIOReadWrite(t *testing.T) {
-	s, c := tcpPair(t)
+	s, c := testnet.TCPPair(t)
 	raw := rawIO(wrapped{s})
 	if _, ok := raw.(*rawConn); !ok {
 		t.Fatalf("rawIO gave %T, want *rawConn", raw)
@@ -85,7 +67,7 @@ func TestRawIOReadWrite(t *testing.T) {
 // TestRawIODeadlinesAndClose: deadlines hold on raw reads and on raw writes that wait for a full
 // socket buffer, with the errors net.Conn gives; a read after Close reports net.ErrClosed.
 func TestRawIODeadlinesAndClose(t *testing.T) {
-	s, c := tcpPair(t)
+	s, c := testnet.TCPPair(t)
 	raw := rawIO(s)
 	raw.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	_, err := raw.Read(make([]byte, 10))

@@ -365,12 +365,12 @@ func TestJSONLogIsOnlyJSON(t *testing.T) {
 // err), not a plain "edgeplane: …" line after the JSON ones; the exit status is still 1.
 func TestJSONLogServeErrorIsJSON(t *testing.T) {
 	t.Parallel()
-	busy := freeAddr(t)
-	ln, err := net.Listen("tcp", busy)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	busy := ln.Addr().String()
 	for _, c := range []struct {
 		env  []string
 		args []string

@@ -16,8 +16,8 @@ import (
 // --max-connections-per-ip is refused and counted so), and none of the data plane's series.
 func TestConnectionMetricsDataPlaneOff(t *testing.T) {
 	t.Parallel()
-	metricsAddr := freeAddr(t)
-	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--max-connections-per-ip", "1", "--metrics-listen", metricsAddr)
+	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--max-connections-per-ip", "1", "--metrics-listen", "127.0.0.1:0")
+	metricsAddr := metricsListenAddr(t, p)
 	scrape := func() string {
 		t.Helper()
 		res, err := client.Get("http://" + metricsAddr + "/metrics")

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -105,8 +105,8 @@ func TestJSONRequestLog(t *testing.T) {
 
 func TestMetricsListen(t *testing.T) {
 	t.Parallel()
-	ln := freeAddr(t)
-	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--metrics-listen", ln)
+	p := startServer(t, filepath.Join(t.TempDir(), "edgeplane.db"), "--metrics-listen", "127.0.0.1:0")
+	ln := metricsListenAddr(t, p)
 	res, err := client.Get("http://" + ln + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -121,14 +121,16 @@ func TestMetricsListen(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address no one listens on right now.
-func freeAddr(t *testing.T) string {
+var metricsListeningRE = regexp.MustCompile(`msg="metrics listening" addr=(\S+)`)
+
+// metricsListenAddr is the address the server's --metrics-listen 127.0.0.1:0 was given, from its log
+// (written before the API listens, so before startServer returns). A port picked beforehand and
+// bound by the server later may be taken meanwhile by any test's outgoing connection.
+func metricsListenAddr(t *testing.T, p *proc) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	m := metricsListeningRE.FindStringSubmatch(p.Stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics listening line; stderr:\n%s", p.Stderr)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return m[1]
 }

@@ -11,22 +11,9 @@ import (
 	"time"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/memtest"
 	"github.com/edgeplane/edgeplane/internal/testproc"
 )
-
-// densePolicy is a traffic policy of about 64 KiB, distinct per seed, of on_tcp_connect rules of
-// one CEL expression each: compiled, such a document is some 1.2 MiB of the routing plan.
-func densePolicy(seed int) string {
-	var b strings.Builder
-	b.WriteString("on_tcp_connect:\n")
-	for j := 0; ; j++ {
-		rule := fmt.Sprintf("  - expressions: [\"conn.client_port == %d && conn.server_port != %d\"]\n    actions: [{type: deny}]\n", seed*10000+j, j)
-		if b.Len()+len(rule) > ep.MaxTrafficPolicyBytes {
-			return b.String()
-		}
-		b.WriteString(rule)
-	}
-}
 
 // publicStatus sends one GET for host to the public HTTP listener and returns the status (0 on
 // an error).
@@ -80,11 +67,11 @@ func TestHostilePlanRSS(t *testing.T) {
 		return status == 400 && strings.Contains(string(b), "ERR_NGROK_215") && strings.Contains(string(b), "MaxAccountPolicyCost")
 	}
 	var accepted atomic.Int32
-	first := api.create(t, "/edges/tls", map[string]any{"traffic_policy": map[string]any{"value": densePolicy(0)}})
+	first := api.create(t, "/edges/tls", map[string]any{"traffic_policy": map[string]any{"value": memtest.DenseConnPolicy(0, ep.MaxTrafficPolicyBytes)}})
 	accepted.Add(1)
 	parallel(2, func(w int) {
 		for i := 1 + w; i < tlsEdges; i += 2 {
-			status, b := api.write("POST", "/edges/tls", map[string]any{"traffic_policy": map[string]any{"value": densePolicy(i)}})
+			status, b := api.write("POST", "/edges/tls", map[string]any{"traffic_policy": map[string]any{"value": memtest.DenseConnPolicy(i, ep.MaxTrafficPolicyBytes)}})
 			switch {
 			case status == 201:
 				accepted.Add(1)
@@ -98,7 +85,7 @@ func TestHostilePlanRSS(t *testing.T) {
 	}
 	for i := range replaced {
 		if status, b := api.write("PATCH", "/edges/tls/"+first, map[string]any{
-			"traffic_policy": map[string]any{"value": densePolicy(tlsEdges + i)}}); status != 200 && !overBudget(status, b) {
+			"traffic_policy": map[string]any{"value": memtest.DenseConnPolicy(tlsEdges+i, ep.MaxTrafficPolicyBytes)}}); status != 200 && !overBudget(status, b) {
 			t.Fatalf("PATCH %s: %d %.300s", first, status, b)
 		}
 	}

@@ -72,13 +72,15 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 			}
 		}()
 	}
-	// Other clients are served at once while the slow ones hang on.
+	// Other clients are served while the slow ones hang on, not after them: well within the
+	// header timeout the slow ones are held for (a tighter bound would time the machine's load,
+	// which runs every package's tests at once, not the server).
 	for range 3 {
 		t0 := time.Now()
 		if status, body := call(t, "GET", p.url("/ip_policies"), token, ""); status != 200 {
 			t.Fatalf("GET /ip_policies beside slow clients: %d %s", status, body)
 		}
-		if d := time.Since(t0); d > time.Second {
+		if d := time.Since(t0); d > readHeaderTimeout/2 {
 			t.Errorf("a request beside slow clients took %v", d)
 		}
 		time.Sleep(2 * time.Second)

@@ -11,9 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/pebbletest"
 )
 
 // ngrokAgentBin is the ngrok agent 2.3.41 that the npm package @expo/ngrok-bin-linux-x64 ships
@@ -23,13 +26,16 @@ const ngrokAgentBin = "node_modules/@expo/ngrok-bin-linux-x64/ngrok"
 
 // ngrokAgentConfig is an agent configuration (format of the 2.x agent) pointed at the world: its
 // agent listener, edgeplane's CA and token, one http tunnel for hostname forwarding to upstream
-// (bind_tls both: an https and an http endpoint), and the web interface on webAddr.
+// (bind_tls both: an https and an http endpoint), and the web interface on webAddr ("": none).
 func (w *world) ngrokAgentConfig(token, hostname, upstream, webAddr string) string {
 	w.t.Helper()
 	dir := w.t.TempDir()
 	caFile := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(caFile, w.caPEM, 0o600); err != nil {
 		w.t.Fatal(err)
+	}
+	if webAddr == "" {
+		webAddr = "false"
 	}
 	config := fmt.Sprintf(`authtoken: %s
 server_addr: %s
@@ -66,15 +72,86 @@ func ngrokAgent(t *testing.T) string {
 	return bin
 }
 
-// freeLoopbackAddr is a loopback address with a port nothing listens on at the moment.
-func freeLoopbackAddr(t *testing.T) string {
+// agentProc is a running ngrok agent binary: its output so far, and done, closed once it has
+// exited with err.
+type agentProc struct {
+	out  *lockedBuffer
+	done chan struct{}
+	err  error
+}
+
+// runNgrokAgent starts the agent binary with the configuration file config; it is interrupted
+// (killed after 5 s) when the test ends.
+func runNgrokAgent(t *testing.T, bin, config string) *agentProc {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	cmd := exec.Command(bin, "start", "--all", "--config", config)
+	p := &agentProc{out: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the agent: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// startedTunnel is the agent's log line for each endpoint once its Bind is answered.
+var startedTunnel = regexp.MustCompile(`msg="started tunnel".* url=(\S+)`)
+
+// startNgrokAgentBin runs the ngrok agent 2.x with one http tunnel for hostname (https and http
+// endpoints) forwarding to upstream, connected to w's agent listener, and waits until it has
+// started both; it stops with the test. With web, the agent serves its local API, whose address
+// it returns: the port is one that was free a moment ago, below the ephemeral range, and where it
+// was taken meanwhile (the agent then exits with "address already in use") the agent is started
+// again on another.
+func startNgrokAgentBin(t *testing.T, w *world, token, hostname, upstream string, web bool) (webAddr string) {
+	t.Helper()
+	bin := ngrokAgent(t)
+	for range 5 {
+		webAddr = ""
+		if web {
+			webAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(pebbletest.FreePort(t)))
+		}
+		p := runNgrokAgent(t, bin, w.ngrokAgentConfig(token, hostname, upstream, webAddr))
+		if p.waitStarted(t, w, webAddr) {
+			return webAddr
+		}
+	}
+	t.Fatal("the agent's web port was taken five times in a row")
+	return ""
+}
+
+// waitStarted waits until the agent has started both endpoints (true), or has exited because
+// its web port webAddr was taken before it bound it (false); it fails the test otherwise.
+func (p *agentProc) waitStarted(t *testing.T, w *world, webAddr string) bool {
+	t.Helper()
+	deadline := time.Now().Add(eventuallyFloor)
+	for len(startedTunnel.FindAllString(p.out.String(), -1)) < 2 {
+		select {
+		case <-p.done:
+			if webAddr != "" && strings.Contains(p.out.String(), webAddr+": bind: address already in use") {
+				return false
+			}
+			server := ""
+			if w.proc != nil {
+				server = "\nserver:\n" + w.proc.Stderr.String()
+			}
+			t.Fatalf("the agent exited; its output:\n%s%s", p.out, server)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent started no tunnels within %v; its output:\n%s", eventuallyFloor, p.out)
+		}
+	}
+	return true
 }
 
 // TestNgrokAgentV2: the ngrok agent binary (2.3.41), configured with server_addr, root_cas and
@@ -82,44 +159,11 @@ func freeLoopbackAddr(t *testing.T) string {
 // domain, and public requests through both listeners reach the local app; the agent's own API
 // shows the public URLs edgeplane gave it.
 func TestNgrokAgentV2(t *testing.T) {
-	bin := ngrokAgent(t)
 	w := start(t)
 	_, token := w.credential()
 	app := httptest.NewServer(http.HandlerFunc(hello))
 	t.Cleanup(app.Close)
-	webAddr := freeLoopbackAddr(t)
-	config := w.ngrokAgentConfig(token, "agent.edgeplane.app", app.URL, webAddr)
-	cmd := exec.Command(bin, "start", "--all", "--config", config)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the agent: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-
-	// The agent logs "started tunnel" for each endpoint once its Binds are answered.
-	started := regexp.MustCompile(`msg="started tunnel".* url=(\S+)`)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(started.FindAllString(out.String(), -1)) < 2 {
-		select {
-		case <-done:
-			t.Fatalf("the agent exited; its output:\n%s\nserver:\n%s", out, w.proc.Stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent started no tunnels within 20s; its output:\n%s", out)
-		}
-	}
+	webAddr := startNgrokAgentBin(t, w, token, "agent.edgeplane.app", app.URL, true)
 
 	st, body, _ := get(t, w.httpsClient(), "https://agent.edgeplane.app/over/https")
 	if st != 200 || !strings.HasPrefix(body, "hello host=agent.edgeplane.app xff=127.0.0.1 xfp=https xfh=agent.edgeplane.app path=/over/https") {
@@ -164,27 +208,18 @@ func TestNgrokAgentV2Refusals(t *testing.T) {
 		{"unreserved hostname", token, "agent.example.com", "ERR_NGROK_319"},
 	}
 	for _, c := range cases {
-		config := w.ngrokAgentConfig(c.token, c.hostname, "127.0.0.1:9", freeLoopbackAddr(t))
-		cmd := exec.Command(bin, "start", "--all", "--config", config)
-		out := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start the agent: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		// No web interface: the agent must exit for the refusal alone, never for a taken port.
+		p := runNgrokAgent(t, bin, w.ngrokAgentConfig(c.token, c.hostname, "127.0.0.1:9", ""))
 		select {
-		case err := <-exited:
-			if err == nil {
+		case <-p.done:
+			if p.err == nil {
 				t.Errorf("%s: the agent exited with status 0", c.name)
 			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("%s: the agent did not exit within 15s", c.name)
+		case <-time.After(eventuallyFloor):
+			t.Errorf("%s: the agent did not exit within %v", c.name, eventuallyFloor)
 		}
-		if !regexp.MustCompile(`lvl=crit msg="command failed" err=".*\\r\\n\\r\\n` + c.code + `\\r\\n"`).MatchString(out.String()) {
-			t.Errorf("%s: want the agent to fail with %s; its output:\n%s", c.name, c.code, out)
+		if !regexp.MustCompile(`lvl=crit msg="command failed" err=".*\\r\\n\\r\\n` + c.code + `\\r\\n"`).MatchString(p.out.String()) {
+			t.Errorf("%s: want the agent to fail with %s; its output:\n%s", c.name, c.code, p.out)
 		}
 	}
 }

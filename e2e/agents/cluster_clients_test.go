@@ -9,9 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +21,27 @@ import (
 
 // The clients of a cluster: public clients through the balancer, each request on a connection
 // of its own so the balancer spreads them over the replicas, and the agents' harnesses.
+
+// twoAccounts returns the cluster tests' two tenants: account A, the balancer's world, and
+// account B, "team-b", each with the token of a new agent credential.
+func (c *cluster) twoAccounts() (a, b *world, tokenA, tokenB string) {
+	a, b = c.lb, c.lb.asAccount("team-b")
+	_, tokenA = a.credential()
+	_, tokenB = b.credential()
+	return a, b, tokenA, tokenB
+}
+
+// bind binds tun through a new session of token's agent connected to replica r itself (not
+// through the balancer, so the test knows where the agent is), failing the test, with what,
+// where it is refused.
+func (r *clusterReplica) bind(t *testing.T, token string, tun config.Tunnel, what string) ngrok.Tunnel {
+	t.Helper()
+	l, err := r.mustConnect(token).Listen(context.Background(), tun)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return l
+}
 
 // lbClient is a public client of the balancer's HTTP (https false) or TLS listener that opens a
 // new connection for every request.
@@ -140,44 +158,6 @@ func answerLines(t *testing.T, tun net.Listener, prefix string, wrap func(net.Co
 	t.Cleanup(func() { tun.Close() })
 }
 
-// startNgrokAgentBin runs the ngrok agent 2.x with one http tunnel for hostname (https and http
-// endpoints) forwarding to upstream, connected to w's agent listener, and waits until it has
-// started both; it stops with the test.
-func startNgrokAgentBin(t *testing.T, w *world, token, hostname, upstream string) {
-	t.Helper()
-	bin := ngrokAgent(t)
-	cfg := w.ngrokAgentConfig(token, hostname, upstream, freeLoopbackAddr(t))
-	cmd := exec.Command(bin, "start", "--all", "--config", cfg)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the agent: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	started := regexp.MustCompile(`msg="started tunnel".* url=(\S+)`)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(started.FindAllString(out.String(), -1)) < 2 {
-		select {
-		case <-done:
-			t.Fatalf("the agent exited; its output:\n%s", out)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent started no tunnels within 20s; its output:\n%s", out)
-		}
-	}
-}
-
 // TestClusterClients: the four real clients (ngrok-go v1 and v2, the Node SDK, the ngrok agent
 // 2.x) connect through the balancer to whichever replica it picks, and 100 public requests for
 // each endpoint through the balancer all reach their agent, whichever replica they land on:
@@ -188,9 +168,7 @@ func startNgrokAgentBin(t *testing.T, w *world, token, hostname, upstream string
 // and its requests for A's edge never reach B's agent.
 func TestClusterClients(t *testing.T) {
 	c := startCluster(t)
-	a, b := c.lb, c.lb.asAccount("team-b")
-	_, tokenA := a.credential()
-	_, tokenB := b.credential()
+	a, b, tokenA, tokenB := c.twoAccounts()
 	ctx := context.Background()
 	const n = 100
 
@@ -313,7 +291,7 @@ func TestClusterClients(t *testing.T) {
 	t.Run("ngrok agent 2.x", func(t *testing.T) {
 		app := httptest.NewServer(http.HandlerFunc(hello))
 		t.Cleanup(app.Close)
-		startNgrokAgentBin(t, c.lb, tokenA, "bin.edgeplane.app", app.URL)
+		startNgrokAgentBin(t, c.lb, tokenA, "bin.edgeplane.app", app.URL, false)
 		c.waitServed("https://bin.edgeplane.app/", "hello")
 		c.hammer(n, "https://bin.edgeplane.app/", "hello host=bin.edgeplane.app")
 		c.waitServed("http://bin.edgeplane.app/", "hello")

@@ -67,9 +67,7 @@ func configured(t *testing.T, w *world) string {
 // account B's agent and edge are untouched.
 func TestClusterKillReplica(t *testing.T) {
 	c := startCluster(t)
-	a, b := c.lb, c.lb.asAccount("team-b")
-	_, tokenA := a.credential()
-	_, tokenB := b.credential()
+	a, b, tokenA, tokenB := c.twoAccounts()
 	ctx := context.Background()
 
 	var moverConnects atomic.Int32

@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"context"
 	"io"
 	"net"
 	"strings"
@@ -19,17 +18,11 @@ import (
 // endpoint only A has finds nothing on any replica, and the connection is closed.
 func TestClusterForwardInternalTCP(t *testing.T) {
 	c := startCluster(t)
-	a, b := c.lb, c.lb.asAccount("team-b")
-	_, tokenA := a.credential()
-	_, tokenB := b.credential()
+	_, _, tokenA, tokenB := c.twoAccounts()
 	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
-	ctx := context.Background()
 	bind := func(r *clusterReplica, token string, tun config.Tunnel, tag string) string {
 		t.Helper()
-		l, err := r.mustConnect(token).Listen(ctx, tun)
-		if err != nil {
-			t.Fatalf("%s: %v", tag, err)
-		}
+		l := r.bind(t, token, tun, tag)
 		serveTag(t, l, tag, nil)
 		return l.URL()
 	}
@@ -73,6 +66,40 @@ func TestClusterForwardInternalTCP(t *testing.T) {
 		})
 		if got != "" {
 			t.Errorf("B's forward to A's internal endpoint, through %s: %q, want the connection closed", r.ip, got)
+		}
+	}
+}
+
+// TestClusterForwardInternalOnTCPConnect: forward-internal in an http endpoint's
+// on_tcp_connect reaches an internal http endpoint whose agent is on another replica. A's
+// http://web.internal is on the first replica, B's of the same name on the third; each
+// account's public http endpoint (on the second) forwards its connections there: a request
+// through any replica's HTTP listener is served by the account's own internal endpoint, never
+// the other's.
+func TestClusterForwardInternalOnTCPConnect(t *testing.T) {
+	c := startCluster(t)
+	b := c.lb.asAccount("team-b")
+	// asB is a replica's world with B's API key: its binds are B's, on that replica.
+	asB := func(r *clusterReplica) *world {
+		w := *r.world
+		w.token = b.token
+		return &w
+	}
+	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
+	internalBindAs(t, r1.world, config.SchemeHTTP, "web.internal", "internal-a")
+	internalBindAs(t, asB(r3), config.SchemeHTTP, "web.internal", "internal-b")
+	for name, w := range map[string]*world{"tcc-a.edgeplane.app": r2.world, "tcc-b.edgeplane.app": asB(r2)} {
+		if err := publicForwardAs(t, w, config.SchemeHTTP, name, connectForward("http://web.internal", "")); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+	}
+	for _, r := range c.replicas {
+		hc := r.httpClient()
+		for host, want := range map[string]string{"tcc-a.edgeplane.app": "who=internal-a user= body=", "tcc-b.edgeplane.app": "who=internal-b user= body="} {
+			eventually(t, 3*time.Second, r.ip+": "+host+" reaches "+want, func() bool {
+				resp, body, err := try(hc, "GET", "http://"+host+"/teapot", nil)
+				return err == nil && resp.StatusCode == 200 && string(body) == want && resp.Header.Get("x-public") == ""
+			})
 		}
 	}
 }

@@ -45,7 +45,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	for _, ep := range eps {
 		loops = append(loops, startLoop(a.httpsClient(), ep.url, ep.want, 1))
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitRequests(t, 4, loops...)
 	for _, r := range c.replicas {
 		sent, draining := newRestarter(r.world).handover(t)
 		start := time.Now()
@@ -60,7 +60,7 @@ func TestClusterRollingRestart(t *testing.T) {
 			t.Errorf("replica %s: the old process's drain ran into its timeout; stderr:\n%s", r.ip, lastBytes(r.proc.Stderr.String(), 4000))
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitRequests(t, 4, loops...) // the loops go on against the new processes alone
 	for i, l := range loops {
 		t.Logf("%s:", eps[i].url)
 		l.stop(t)

@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,18 +17,11 @@ import (
 // edge's traffic. Every replica's API lists every replica's agents.
 func TestClusterSpreads(t *testing.T) {
 	c := startCluster(t)
-	a, b := c.lb, c.lb.asAccount("team-b")
-	_, tokenA := a.credential()
-	_, tokenB := b.credential()
+	a, _, tokenA, tokenB := c.twoAccounts()
 	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
-	ctx := context.Background()
 	answer := func(r *clusterReplica, token string, tun config.Tunnel, who string) {
 		t.Helper()
-		l, err := r.mustConnect(token).Listen(ctx, tun)
-		if err != nil {
-			t.Fatalf("%s: %v", who, err)
-		}
-		serveTunnel(t, l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, who) }))
+		serveTunnel(t, r.bind(t, token, tun, who), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, who) }))
 	}
 	group := config.LabeledTunnel(config.WithLabel("app", "spread"))
 	answer(r1, tokenA, group, "group "+r1.ip)

@@ -170,6 +170,26 @@ func startLoop(client *http.Client, url, want string, workers int) *requestLoop 
 	return l
 }
 
+// waitRequests waits until each of loops has made n more requests (answered or failed) than
+// when called: "the loops are under way" and "the loops went on against what changed" as
+// conditions, where a fixed pause may pass on a loaded machine before a single request is made.
+func waitRequests(t *testing.T, n int64, loops ...*requestLoop) {
+	t.Helper()
+	made := func(l *requestLoop) int64 { return l.ok.Load() + l.failed.Load() }
+	base := make([]int64, len(loops))
+	for i, l := range loops {
+		base[i] = made(l)
+	}
+	eventually(t, time.Second, fmt.Sprintf("%d more requests of each loop", n), func() bool {
+		for i, l := range loops {
+			if made(l) < base[i]+n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // stop ends the loop and fails the test if any request failed.
 func (l *requestLoop) stop(t *testing.T) {
 	t.Helper()
@@ -230,7 +250,7 @@ func TestHandoverUnderLoad(t *testing.T) {
 		{"ngrok agent 2.x", "https://bin.edgeplane.app/", "hello host=bin.edgeplane.app", func(t *testing.T, w *world, token string) {
 			app := httptest.NewServer(http.HandlerFunc(hello))
 			t.Cleanup(app.Close)
-			startNgrokAgentBin(t, w, token, "bin.edgeplane.app", app.URL)
+			startNgrokAgentBin(t, w, token, "bin.edgeplane.app", app.URL, false)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -240,7 +260,7 @@ func TestHandoverUnderLoad(t *testing.T) {
 			client := w.httpsClient()
 			eventually(t, 2*time.Second, "the endpoint serves", func() bool { return fetch(client, c.url, c.want) == nil })
 			loop := startLoop(client, c.url, c.want, 2)
-			time.Sleep(300 * time.Millisecond)
+			waitRequests(t, 4, loop)
 			r := newRestarter(w)
 			sent, draining := r.handover(t)
 			var online time.Time
@@ -255,7 +275,7 @@ func TestHandoverUnderLoad(t *testing.T) {
 			if online.Sub(sent) > 5*time.Second {
 				t.Errorf("%s served again %v after the handover began, want within 5s", c.name, online.Sub(sent))
 			}
-			time.Sleep(500 * time.Millisecond) // the loop goes on against the new process alone
+			waitRequests(t, 4, loop) // the loop goes on against the new process alone
 			loop.stop(t)
 		})
 	}

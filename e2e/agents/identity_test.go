@@ -27,6 +27,26 @@ import (
 	"golang.ngrok.com/ngrok/config"
 )
 
+// signInBrowser is a browser for the sign-in flows: it keeps cookies, follows redirects,
+// trusts the CAs in caPEMs, and dials each host route names an address for (edgeplane's
+// listener) there, any other (the identity provider) directly.
+func signInBrowser(route func(host string) string, caPEMs ...[]byte) *http.Client {
+	roots := x509.NewCertPool()
+	for _, pem := range caPEMs {
+		roots.AppendCertsFromPEM(pem)
+	}
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, _ := net.SplitHostPort(addr)
+			if a := route(host); a != "" {
+				addr = a
+			}
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+}
+
 // signInProvider is an OpenID provider the test serves over TLS with a certificate only
 // --outbound-ca trusts: discovery, JWKS, an authorize endpoint that signs its user in at once,
 // and a token endpoint returning RS256-signed ID tokens after checking the PKCE verifier.
@@ -123,18 +143,12 @@ func TestSignInOIDC(t *testing.T) {
 
 	// The browser reaches edgeplane's TLS listener for sso.example.com and the provider directly,
 	// trusting both CAs, keeping cookies and following redirects.
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(w.caPEM)
-	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if strings.HasPrefix(addr, "sso.example.com:") {
-				addr = w.https
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	browser := signInBrowser(func(host string) string {
+		if host == "sso.example.com" {
+			return w.https
+		}
+		return ""
+	}, w.caPEM, []byte(ca.CertPEM))
 	fetch := func(u string, hdr ...string) (int, string, *http.Response) {
 		req, _ := http.NewRequest("GET", u, nil)
 		for i := 0; i+1 < len(hdr); i += 2 {
@@ -203,18 +217,12 @@ func TestSignInOIDCBind(t *testing.T) {
 			fmt.Fprintf(w, "agent email=%s", r.Header.Get("ngrok-auth-user-email"))
 		}))
 	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(w.caPEM)
-	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if strings.HasSuffix(strings.Split(addr, ":")[0], ".edgeplane.app") {
-				addr = w.https
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	browser := signInBrowser(func(host string) string {
+		if strings.HasSuffix(host, ".edgeplane.app") {
+			return w.https
+		}
+		return ""
+	}, w.caPEM, []byte(ca.CertPEM))
 	fetch := func(u string) (int, string, string) {
 		resp, err := browser.Get(u)
 		if err != nil {
@@ -300,19 +308,7 @@ func TestSignInOAuthBind(t *testing.T) {
 		t.Fatalf("a bind without a client on a server without --oauth-app: %v, want ERR_NGROK_3208 naming --oauth-app", err)
 	}
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(managed.caPEM)
-	roots.AppendCertsFromPEM(own.caPEM)
-	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if a, ok := hosts[strings.Split(addr, ":")[0]]; ok {
-				addr = a
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	browser := signInBrowser(func(host string) string { return hosts[host] }, managed.caPEM, own.caPEM, []byte(ca.CertPEM))
 	fetch := func(u string) (int, string, string) {
 		resp, err := browser.Get(u)
 		if err != nil {

@@ -2,13 +2,9 @@ package agents
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -71,18 +67,12 @@ on_http_request:
 		t.Fatalf("put the oauth policy: %d", st)
 	}
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(wa.caPEM)
-	roots.AppendCertsFromPEM([]byte(ca.CertPEM))
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if h := strings.Split(addr, ":")[0]; strings.HasSuffix(h, ".edgeplane.app") || strings.HasSuffix(h, ".example.com") {
-				addr = wa.https
-			}
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	browser := signInBrowser(func(host string) string {
+		if strings.HasSuffix(host, ".edgeplane.app") || strings.HasSuffix(host, ".example.com") {
+			return wa.https
+		}
+		return ""
+	}, wa.caPEM, []byte(ca.CertPEM))
 	fetch := func(u string) (int, string) {
 		resp, err := browser.Get(u)
 		if err != nil {
@@ -97,11 +87,11 @@ on_http_request:
 	}
 	u, _ := http.NewRequest("GET", "https://tp-sso-a.edgeplane.app/", nil)
 	named := false
-	for _, c := range jar.Cookies(u.URL) {
+	for _, c := range browser.Jar.Cookies(u.URL) {
 		named = named || c.Name == "ngrok.sso.session"
 	}
 	if !named {
-		t.Errorf("the session cookie is not named by auth_id: %v", jar.Cookies(u.URL))
+		t.Errorf("the session cookie is not named by auth_id: %v", browser.Jar.Cookies(u.URL))
 	}
 	eventually(t, 5*time.Second, "B's route signs in with GitHub", func() bool {
 		st, body := fetch("https://tp-gh-b.example.com/")

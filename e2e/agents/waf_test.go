@@ -14,9 +14,13 @@ import (
 )
 
 // wafUpstream is the agent's side of the WAF tests: /leak answers with a database error (what
-// the Core Rule Set's data leakage rules look for), anything else with "clean".
+// the Core Rule Set's data leakage rules look for), anything else with "clean". The decision a
+// policy passed on in X-Waf-Decision is answered in X-Saw-Waf-Decision.
 var wafUpstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html")
+	if d := r.Header.Get("X-Waf-Decision"); d != "" {
+		w.Header().Set("X-Saw-Waf-Decision", d)
+	}
 	if r.URL.Path == "/leak" {
 		_, _ = io.WriteString(w, "<p>Error</p><b>Warning</b>: mysql_fetch_array() expects parameter 1 to be resource, boolean given: You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version")
 		return
@@ -103,6 +107,8 @@ on_http_request:
   - actions:
       - type: owasp-crs-request
         config: {on_error: continue, exclude_rule_ids: [942100, 941100]}
+      - type: add-headers
+        config: {headers: {x-waf-decision: "${actions.ngrok.owasp_crs_request.decision}"}}
 `
 	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": docA}, nil); st != 200 {
 		t.Fatalf("put A's policy: %d", st)
@@ -128,9 +134,11 @@ on_http_request:
 		t.Errorf("A's leaking response: %d %s %q", resp.StatusCode, resp.Header.Get("ngrok-error-code"), body)
 	}
 
+	// B's policy lets everything through, as the route does before the policy reaches the plan:
+	// only the decision it passes on to the agent says it is there.
 	eventually(t, 10*time.Second, "B's policy reaches traffic", func() bool {
 		resp, _, err := try(c, "GET", "https://waf-b.example.com/search?q=blue+shoes", browser)
-		return err == nil && resp.StatusCode == 200
+		return err == nil && resp.StatusCode == 200 && resp.Header.Get("X-Saw-Waf-Decision") == "allow"
 	})
 	for _, path := range []string{sqliPath, xssPath} {
 		if resp, body := send(t, c, "GET", "https://waf-b.example.com"+path, browser); resp.StatusCode != 200 || string(body) != "clean" {

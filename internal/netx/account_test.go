@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/testnet"
 )
 
 // accountListener serves l.ListenAccount on a real socket: each connection is carried by Pipe
@@ -205,8 +207,8 @@ func TestPipeIdle(t *testing.T) {
 	})
 	t.Run("one way", func(t *testing.T) {
 		const idle, beats = time.Second, 60
-		client, server := tcpPair(t)
-		up, agent := tcpPair(t)
+		server, client := testnet.TCPPair(t)
+		agent, up := testnet.TCPPair(t)
 		done := make(chan struct{})
 		go func() { Pipe(server, up, idle); close(done) }()
 		go func() {
@@ -227,24 +229,4 @@ func TestPipeIdle(t *testing.T) {
 		}
 		<-done
 	})
-}
-
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
-	return c, s
 }

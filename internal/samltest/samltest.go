@@ -75,6 +75,14 @@ type IdP struct {
 	sessions     map[string]*saml.Session
 	participants map[string][]saml.SessionParticipant
 	spLogout     string // the only SLO binding of the service providers' metadata seen, "" for all
+	// Artifacts (artifact.go): the binding answers go with ("" for HTTP-POST), the answers
+	// waiting to be resolved, the ArtifactResolves received, and the tests' hooks.
+	artifactBinding string
+	artifacts       map[[20]byte]issuedArtifact
+	resolves        []Resolve
+	artifactTamper  func(*etree.Element)
+	artifactKey     *rsa.PrivateKey
+	artifactCert    *x509.Certificate
 }
 
 // SignedRequest is an authentication request the IdP received and whether its XML signature
@@ -87,35 +95,61 @@ type SignedRequest struct {
 	NameIDFormat string
 }
 
-// NewIdP starts an identity provider with a fresh key; t's cleanup stops it.
+// NewIdP starts an identity provider with a fresh key, over plain HTTP; t's cleanup stops it.
 func NewIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error)) *IdP {
 	t.Helper()
+	return newIdP(t, fetchSP, false)
+}
+
+// NewTLSIdP is NewIdP over HTTPS, with httptest's certificate (CertPEM): its artifact
+// resolution service is then one a service provider may call (the SOAP binding is https only).
+func NewTLSIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error)) *IdP {
+	t.Helper()
+	return newIdP(t, fetchSP, true)
+}
+
+func newIdP(t testing.TB, fetchSP func(entityID string) ([]byte, error), overTLS bool) *IdP {
+	t.Helper()
 	key, cert := NewKeyPair(t, "samltest IdP")
-	i := &IdP{FetchSP: fetchSP, sessions: map[string]*saml.Session{}, participants: map[string][]saml.SessionParticipant{}}
+	i := &IdP{FetchSP: fetchSP, sessions: map[string]*saml.Session{}, participants: map[string][]saml.SessionParticipant{},
+		artifacts: map[[20]byte]issuedArtifact{}}
 	mux := http.NewServeMux()
-	i.Server = httptest.NewServer(mux)
+	i.Server = httptest.NewUnstartedServer(mux)
+	if overTLS {
+		i.Server.StartTLS()
+	} else {
+		i.Server.Start()
+	}
 	t.Cleanup(i.Server.Close)
 	base, _ := url.Parse(i.Server.URL)
 	i.IDP = &saml.IdentityProvider{
 		Key: key, Certificate: cert, Logger: log.New(io.Discard, "", 0),
 		MetadataURL: *base.JoinPath("/metadata"), SSOURL: *base.JoinPath("/sso"), LogoutURL: *base.JoinPath("/slo"),
-		LogoutBindings:          []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding},
+		LogoutBindings:          []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding, saml.SOAPBinding},
 		ServiceProviderProvider: spProvider{i}, SessionProvider: sessionProvider{i},
 		SignatureMethod: dsig.RSASHA256SignatureMethod,
 	}
 	mux.HandleFunc("/metadata", i.IDP.ServeMetadata)
-	mux.HandleFunc("/sso", i.IDP.ServeSSO)
+	mux.HandleFunc("/sso", i.answering(i.IDP.ServeSSO))
 	mux.HandleFunc("/slo", i.IDP.ServeSLO)
 	mux.HandleFunc("/logout", i.serveLogout)
-	mux.HandleFunc("/start", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/start", i.answering(func(w http.ResponseWriter, r *http.Request) {
 		i.IDP.ServeIDPInitiated(w, r, r.URL.Query().Get("sp"), r.URL.Query().Get("relay"))
-	})
+	}))
+	mux.HandleFunc("/artifact", i.serveArtifactResolve)
 	return i
 }
 
-// Metadata is the IdP's EntityDescriptor, for a route's idp_metadata.
+// Metadata is the IdP's EntityDescriptor, for a route's idp_metadata: crewjam/saml's, with
+// the artifact resolution service (SOAP binding, index 1) added.
 func (i *IdP) Metadata() string {
-	b, err := xml.MarshalIndent(i.IDP.Metadata(), "", "  ")
+	md := i.IDP.Metadata()
+	for k := range md.IDPSSODescriptors {
+		d := &md.IDPSSODescriptors[k]
+		d.SSODescriptor.ArtifactResolutionServices = append(d.SSODescriptor.ArtifactResolutionServices,
+			saml.IndexedEndpoint{Binding: saml.SOAPBinding, Location: i.ArtifactURL(), Index: 1})
+	}
+	b, err := xml.MarshalIndent(md, "", "  ")
 	if err != nil {
 		panic(err)
 	}
@@ -219,8 +253,18 @@ func attr(name string, values []string) saml.Attribute {
 // verifyRequest checks the XML signature of an authentication request against the signing
 // certificate of the service provider's metadata.
 func verifyRequest(req *saml.IdpAuthnRequest) error {
+	doc := etree.NewDocument()
+	if err := doc.ReadFromBytes(req.RequestBuffer); err != nil {
+		return err
+	}
+	return verifyEnveloped(doc.Root(), req.ServiceProviderMetadata)
+}
+
+// verifyEnveloped checks the enveloped XML signature of el (goxmldsig) against the signing
+// certificates of the service provider's metadata md.
+func verifyEnveloped(el *etree.Element, md *saml.EntityDescriptor) error {
 	var certs []*x509.Certificate
-	for _, d := range req.ServiceProviderMetadata.SPSSODescriptors {
+	for _, d := range md.SPSSODescriptors {
 		for _, k := range d.KeyDescriptors {
 			if k.Use != "signing" {
 				continue
@@ -241,15 +285,11 @@ func verifyRequest(req *saml.IdpAuthnRequest) error {
 	if len(certs) == 0 {
 		return errors.New("the service provider's metadata has no signing certificate")
 	}
-	doc := etree.NewDocument()
-	if err := doc.ReadFromBytes(req.RequestBuffer); err != nil {
-		return err
-	}
-	if doc.Root().FindElement("./Signature") == nil {
-		return errors.New("the request is not signed")
+	if el.SelectElement("Signature") == nil {
+		return errors.New("the message is not signed")
 	}
 	ctx := dsig.NewDefaultValidationContext(&dsig.MemoryX509CertificateStore{Roots: certs})
-	_, err := ctx.Validate(doc.Root())
+	_, err := ctx.Validate(el)
 	return err
 }
 
@@ -264,7 +304,7 @@ var (
 	inputRe = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`)
 )
 
-// ParseForm finds the auto-POST form of a page carrying SAMLRequest or SAMLResponse.
+// ParseForm finds the auto-POST form of a page carrying SAMLRequest, SAMLResponse or SAMLart.
 func ParseForm(body []byte) (Form, bool) {
 	m := formRe.FindSubmatch(body)
 	if m == nil {
@@ -274,7 +314,7 @@ func ParseForm(body []byte) (Form, bool) {
 	for _, in := range inputRe.FindAllSubmatch(m[2], -1) {
 		f.Values.Set(html.UnescapeString(string(in[1])), html.UnescapeString(string(in[2])))
 	}
-	if f.Values.Get("SAMLRequest") == "" && f.Values.Get("SAMLResponse") == "" {
+	if f.Values.Get("SAMLRequest") == "" && f.Values.Get("SAMLResponse") == "" && f.Values.Get("SAMLart") == "" {
 		return Form{}, false
 	}
 	return f, true
@@ -289,8 +329,8 @@ type Page struct {
 }
 
 // Browse does what a browser does with req: follows redirects (the client's job) and submits
-// every SAML auto-POST form on the way, handing forms carrying a SAMLResponse to tamper first
-// when it is not nil. It stops at the first page without such a form, or after ten forms.
+// every SAML auto-POST form on the way, handing forms carrying a SAMLResponse or a SAMLart to
+// tamper first when it is not nil. It stops at the first page without such a form, or after ten forms.
 func Browse(c *http.Client, req *http.Request, tamper func(Form) Form) (Page, error) {
 	for n := 0; ; n++ {
 		resp, err := c.Do(req)
@@ -306,7 +346,7 @@ func Browse(c *http.Client, req *http.Request, tamper func(Form) Form) (Page, er
 		if !ok || n == 10 {
 			return Page{Status: resp.StatusCode, Header: resp.Header, Body: body, URL: resp.Request.URL}, nil
 		}
-		if tamper != nil && f.Values.Get("SAMLResponse") != "" {
+		if tamper != nil && (f.Values.Get("SAMLResponse") != "" || f.Values.Get("SAMLart") != "") {
 			f = tamper(f)
 		}
 		req, err = http.NewRequest(http.MethodPost, f.Action, strings.NewReader(f.Values.Encode()))

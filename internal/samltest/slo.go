@@ -2,6 +2,7 @@ package samltest
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"sort"
 
 	"github.com/crewjam/saml"
@@ -42,9 +43,9 @@ func (i *IdP) OnlySPLogoutBinding(binding string) {
 }
 
 // OnlyIdPLogoutBinding makes the IdP's metadata list its SingleLogoutService with binding only
-// (both when ""): give it to a route after calling this.
+// (all three, Redirect, POST and SOAP, when ""): give it to a route after calling this.
 func (i *IdP) OnlyIdPLogoutBinding(binding string) {
-	i.IDP.LogoutBindings = []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding}
+	i.IDP.LogoutBindings = []string{saml.HTTPRedirectBinding, saml.HTTPPostBinding, saml.SOAPBinding}
 	if binding != "" {
 		i.IDP.LogoutBindings = []string{binding}
 	}
@@ -105,4 +106,24 @@ func (p sessionProvider) InvalidateSession(_ http.ResponseWriter, _ *http.Reques
 		}
 	}
 	return nil
+}
+
+// BackChannelLogout logs the session id out at the IdP with no browser: crewjam/saml sends each
+// service provider it was used for whose metadata has a SOAP SingleLogoutService (see
+// OnlySPLogoutBinding) a signed LogoutRequest over the SOAP binding, with IDP.HTTPClient, and
+// checks the signed LogoutResponse. It returns the IdP's final page, which names the service
+// providers that could not log the session out, and ends the IdP session.
+func (i *IdP) BackChannelLogout(id string) (status int, page string) {
+	i.mu.Lock()
+	s := i.sessions[id]
+	i.mu.Unlock()
+	if s == nil {
+		return http.StatusNotFound, "no such session"
+	}
+	rec := httptest.NewRecorder()
+	i.IDP.StartLogout(rec, httptest.NewRequest(http.MethodGet, i.LogoutURL(id), nil), s, "")
+	i.mu.Lock()
+	delete(i.sessions, s.ID)
+	i.mu.Unlock()
+	return rec.Code, rec.Body.String()
 }
