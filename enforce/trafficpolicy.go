@@ -128,6 +128,7 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 		if err != nil {
 			return nil, err
 		}
+		cp.ja4 = tp.ja4
 		tp.conn = cp
 	}
 	for _, r := range p.OnHTTPRequest {

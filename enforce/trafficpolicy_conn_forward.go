@@ -78,14 +78,18 @@ func (tp *TrafficPolicy) connect(r *http.Request) ConnVerdict {
 		server = a.String()
 	}
 	start := time.Now()
+	var conn trafficpolicy.Conn
 	if c := connOf(r); c != nil {
 		start = c.Start
+		if tp.conn.ja4 {
+			conn = c // conn.tls.ja4_fingerprint, which the listener took for a policy reading it
+		}
 	}
 	sni := ""
 	if r.TLS != nil {
 		sni = r.TLS.ServerName
 	}
-	return tp.conn.decide(r.RemoteAddr, server, sni, start)
+	return tp.conn.decide(r.RemoteAddr, server, sni, start, conn)
 }
 
 // serveForwarded serves a request of a connection that forward-internal in on_tcp_connect (v)

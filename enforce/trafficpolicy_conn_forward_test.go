@@ -62,7 +62,7 @@ func TestConnForwardInternal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", doc, err)
 		}
-		got := cp.Decide(client, server, "")
+		got := cp.Decide(client, server, nil)
 		if got.Allow != c.want.Allow || got.Account != c.want.Account || (got.Forward == nil) != (c.want.Forward == nil) ||
 			got.Forward != nil && *got.Forward != *c.want.Forward {
 			t.Errorf("%s: %+v, want %+v", doc, got, c.want)
@@ -95,7 +95,7 @@ func TestConnForwardInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := cp.Decide(client, server, ""); !v.Allow || v.Forward != nil {
+	if v := cp.Decide(client, server, nil); !v.Allow || v.Forward != nil {
 		t.Errorf("a URL rendering to an https endpoint on a TCP policy: %+v, want the next actions", v)
 	}
 }

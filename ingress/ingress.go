@@ -37,9 +37,9 @@ type Endpoint interface {
 	HTTPHandler(build func() http.Handler) http.Handler
 	// DecideConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
-	// agent: closed, carried, or handed to an internal endpoint (forward-internal);
-	// serverName is a tls endpoint's ClientHello's, for conn.tls.sni ("" on tcp).
-	DecideConn(c net.Conn, serverName string) enforce.ConnVerdict
+	// agent: closed, carried, or handed to an internal endpoint (forward-internal); hello is
+	// a tls endpoint's ClientHello, for conn.tls.sni and conn.tls.ja4_fingerprint (nil on tcp).
+	DecideConn(c net.Conn, hello *enforce.TLSHello) enforce.ConnVerdict
 	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
 	// false means the listener terminates it (TLS termination) and carries the plaintext.
 	Passthrough() bool

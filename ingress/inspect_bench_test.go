@@ -21,7 +21,7 @@ type upstreamEndpoint struct{ addr string }
 func (e *upstreamEndpoint) ID() string            { return "tn_bench" }
 func (e *upstreamEndpoint) AccountID() string     { return "acct_bench" }
 func (e *upstreamEndpoint) Chain() *enforce.Chain { return nil }
-func (e *upstreamEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
+func (e *upstreamEndpoint) DecideConn(net.Conn, *enforce.TLSHello) enforce.ConnVerdict {
 	return enforce.ConnVerdict{Allow: true}
 }
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }

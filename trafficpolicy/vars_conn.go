@@ -105,7 +105,7 @@ func init() {
 }
 
 // notFingerprinted is why a connection has no JA4 fingerprint.
-const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (a connection made before the policy was in force, or a TCP or TLS endpoint's or edge's connection, is not)"
+const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of TLS edges' and endpoints' connections and of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (an HTTPS connection made before the policy was in force is not)"
 
 // connJA4 is the JA4 fingerprint of the connection's ClientHello, empty without TLS, or an
 // error when the listener did not fingerprint it: a rule comparing it must not take a connection
