@@ -21,7 +21,8 @@ import (
 // endpoint, before the TLS is passed through. Account A's bind denies the fingerprint of Go's
 // TLS 1.3 client: that client's connection is closed, its handshake never completing, and A's
 // agent sees nothing of it, while a TLS 1.2 client (another fingerprint) reaches the agent.
-// Account B's tls bind, without that rule, takes both clients. On a tcp bind the fingerprint
+// Account B's tls bind, without that rule, takes both clients; B's TLS edge with a rule on the
+// TLS 1.2 client's fingerprint closes that one and carries the other. On a tcp bind the fingerprint
 // reads as empty (no TLS), as on plain HTTP: a rule closing the connections whose fingerprint is
 // not empty lets a TCP client through.
 func TestTrafficPolicyJA4OnTLSBind(t *testing.T) {
@@ -114,6 +115,31 @@ func TestTrafficPolicyJA4OnTLSBind(t *testing.T) {
 	}
 	if seenA.Load() != 1 {
 		t.Errorf("A's agent saw %d connections, want 1", seenA.Load())
+	}
+
+	// B's TLS edge (passed through to B's agent) with B's own rule on the other fingerprint:
+	// the edge closes that client's connection unseen and carries Go's TLS 1.3 client.
+	wb.reserveDomain("ja4-edge-b.example.com")
+	_, seenEdge := listen(sessB, config.LabeledTunnel(config.WithLabel("edge", "ja4-edge-b")), &certB)
+	group := wb.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "ja4-edge-b"}})
+	edge := wb.mustCreate("/edges/tls", map[string]any{"hostports": []string{"ja4-edge-b.example.com:443"}, "backend": map[string]any{"backend_id": group}})
+	eventually(t, 5*time.Second, "B's TLS edge carries bytes", func() bool { return talkTLS("ja4-edge-b.example.com", tls.VersionTLS12) == "echo hello" })
+	edgeDeny := `{"on_tcp_connect":[{"expressions":["conn.tls.ja4_fingerprint == '` + fp12 + `'"],"actions":[{"type":"deny"}]}]}`
+	if st := wb.call("PUT", "/edges/tls/"+edge+"/traffic_policy", map[string]any{"value": edgeDeny}, nil); st != 200 {
+		t.Fatalf("put B's TLS edge's traffic_policy: %d", st)
+	}
+	eventually(t, 5*time.Second, "B's TLS edge closes the TLS 1.2 client's connection", func() bool {
+		return strings.HasPrefix(talkTLS("ja4-edge-b.example.com", tls.VersionTLS12), "handshake: ")
+	})
+	before := seenEdge.Load()
+	if got := talkTLS("ja4-edge-b.example.com", tls.VersionTLS12); !strings.HasPrefix(got, "handshake: ") || seenEdge.Load() != before {
+		t.Errorf("B's TLS edge to the denied fingerprint: got %q, the agent saw %d more connections", got, seenEdge.Load()-before)
+	}
+	if got := talkTLS("ja4-edge-b.example.com", tls.VersionTLS13); got != "echo hello" || seenEdge.Load() != before+1 {
+		t.Errorf("B's TLS edge to another fingerprint: got %q, the agent saw %d more connections; want it carried", got, seenEdge.Load()-before)
+	}
+	if got := talkTLS("ja4-tls-a.edgeplane.app", tls.VersionTLS12); got != "echo hello" {
+		t.Errorf("A's bind after B's edge rule: got %q; B's rule is not A's", got)
 	}
 
 	// A tcp bind: no TLS, the fingerprint is empty, and the rule lets the client through.
