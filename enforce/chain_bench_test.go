@@ -53,6 +53,14 @@ func BenchmarkChain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	parsedConn, err := trafficpolicy.Parse(benchPolicy + benchConnRule)
+	if err != nil {
+		b.Fatal(err)
+	}
+	connPolicy, err := NewTrafficPolicy(parsedConn)
+	if err != nil {
+		b.Fatal(err)
+	}
 	final := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		_, _ = w.Write(body64)
@@ -70,6 +78,8 @@ func BenchmarkChain(b *testing.B) {
 		{"compression", &Chain{HTTP: []Stage{NewCompression()}}},
 		{"ip_restriction+request_headers+compression", &Chain{Conn: []ConnStage{ip}, HTTP: []Stage{headers, NewCompression()}}},
 		{"traffic_policy", &Chain{HTTP: []Stage{policy}}},
+		// The same with an on_tcp_connect rule, which an http endpoint runs on each request.
+		{"traffic_policy+on_tcp_connect", &Chain{HTTP: []Stage{connPolicy}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			h := tc.chain.Handler(final)
@@ -102,6 +112,12 @@ on_http_request:
 on_http_response:
   - expressions: ["res.status_code >= 500"]
     actions: [{type: custom-response, config: {status_code: 503, body: unavailable}}]
+`
+
+// benchConnRule is an on_tcp_connect phase for benchPolicy: the client's network admitted.
+const benchConnRule = `
+on_tcp_connect:
+  - actions: [{type: restrict-ips, config: {allow: [203.0.113.0/24]}}]
 `
 
 // BenchmarkCompress is the compression module on a 16 KiB compressible page, once per coding a

@@ -96,6 +96,11 @@ type Session struct {
 	IssuedAt    int64 `json:"iat"`
 	LastSeen    int64 `json:"ls"`
 	LastChecked int64 `json:"lc"`
+	// Host is the host name the session was made on; it opens on no other. The upstream sees
+	// the visitor's cookies, and two endpoints of different accounts may share a provider
+	// configuration (the operator's managed OAuth application, one IdP): without the host, an
+	// account's agent could replay a visitor's cookie on another account's endpoint.
+	Host string `json:"h"`
 }
 
 // SessionConfig is the session settings of a sign-in module.
@@ -197,7 +202,7 @@ func (s *Sessions) setCookie(w http.ResponseWriter, name, value string, maxAge i
 // was made for another scope, or its maximum duration or inactivity timeout has passed.
 func (s *Sessions) Load(r *http.Request) *Session {
 	var sess Session
-	if !s.open(r, s.sessionCookie(), &sess) || sess.UserID == "" && sess.Email == "" {
+	if !s.open(r, s.sessionCookie(), &sess) || sess.UserID == "" && sess.Email == "" || sess.Host != sessionHost(r) {
 		return nil
 	}
 	now := s.cfg.Now().Unix()
@@ -233,11 +238,21 @@ func (s *Sessions) Save(w http.ResponseWriter, sess *Session) error {
 	return nil
 }
 
-// Start makes a new session for id, issued now, and saves it.
-func (s *Sessions) Start(w http.ResponseWriter, id Identity) (*Session, error) {
+// Start makes a new session for id on r's host, issued now, and saves it.
+func (s *Sessions) Start(w http.ResponseWriter, r *http.Request, id Identity) (*Session, error) {
 	now := s.cfg.Now().Unix()
-	sess := &Session{Identity: id, IssuedAt: now, LastSeen: now, LastChecked: now}
+	sess := &Session{Identity: id, IssuedAt: now, LastSeen: now, LastChecked: now, Host: sessionHost(r)}
 	return sess, s.Save(w, sess)
+}
+
+// sessionHost is the host name a request was made to, lower case and without a port: the
+// browser keeps the cookie for that name whatever the port.
+func sessionHost(r *http.Request) string {
+	h := r.Host
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+		h = h[:i]
+	}
+	return strings.ToLower(h)
 }
 
 // Touch records a request of the session (for inactivity_timeout), saving the cookie again when

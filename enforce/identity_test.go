@@ -57,7 +57,7 @@ func TestIdentitySessionRoundTrip(t *testing.T) {
 	clock := newTestClock()
 	s := newTestSessions(t, clock, nil)
 	rec := httptest.NewRecorder()
-	if _, err := s.Start(rec, Identity{Provider: "oidc", UserID: "u1", Email: "a@example.com", Name: "A", RefreshToken: "rt"}); err != nil {
+	if _, err := s.Start(rec, httptest.NewRequest("GET", "/", nil), Identity{Provider: "oidc", UserID: "u1", Email: "a@example.com", Name: "A", RefreshToken: "rt"}); err != nil {
 		t.Fatal(err)
 	}
 	c := rec.Result().Cookies()
@@ -73,6 +73,26 @@ func TestIdentitySessionRoundTrip(t *testing.T) {
 	if sess == nil || sess.Email != "a@example.com" || sess.RefreshToken != "rt" {
 		t.Fatalf("load: %+v", sess)
 	}
+	// The same host on another port opens it; another host, or a session of no host (made before
+	// sessions were bound to theirs), does not.
+	r.Host = "EXAMPLE.com:8443"
+	if s.Load(r) == nil {
+		t.Fatal("the session did not open on its host at another port")
+	}
+	elsewhere := httptest.NewRequest("GET", "https://other.example/", nil)
+	carry(rec, elsewhere)
+	if s.Load(elsewhere) != nil {
+		t.Fatal("a session made on example.com opened on other.example")
+	}
+	hostless := httptest.NewRecorder()
+	if err := s.Save(hostless, &Session{Identity: Identity{UserID: "u1"}, IssuedAt: clock.Now().Unix(), LastSeen: clock.Now().Unix()}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := httptest.NewRequest("GET", "/", nil)
+	carry(hostless, r2)
+	if s.Load(r2) != nil {
+		t.Fatal("a session without a host opened")
+	}
 	// Another scope (another provider's route) does not open it.
 	other := newTestSessions(t, clock, func(c *SessionConfig) { c.Scope = "other" })
 	if other.Load(r) != nil {
@@ -84,7 +104,7 @@ func TestIdentityTamperedCookie(t *testing.T) {
 	clock := newTestClock()
 	s := newTestSessions(t, clock, nil)
 	rec := httptest.NewRecorder()
-	if _, err := s.Start(rec, Identity{UserID: "u1"}); err != nil {
+	if _, err := s.Start(rec, httptest.NewRequest("GET", "/", nil), Identity{UserID: "u1"}); err != nil {
 		t.Fatal(err)
 	}
 	v := rec.Result().Cookies()[0].Value
@@ -104,7 +124,7 @@ func TestIdentityExpiry(t *testing.T) {
 		c.InactivityTimeout = 30 * time.Second
 	})
 	rec := httptest.NewRecorder()
-	sess, _ := s.Start(rec, Identity{UserID: "u1"})
+	sess, _ := s.Start(rec, httptest.NewRequest("GET", "/", nil), Identity{UserID: "u1"})
 	cookie := rec.Result().Cookies()[0]
 	load := func(c *http.Cookie) *Session {
 		r := httptest.NewRequest("GET", "/", nil)
@@ -127,7 +147,7 @@ func TestIdentityExpiry(t *testing.T) {
 	}
 	// Inactivity.
 	rec = httptest.NewRecorder()
-	_, _ = s.Start(rec, Identity{UserID: "u2"})
+	_, _ = s.Start(rec, httptest.NewRequest("GET", "/", nil), Identity{UserID: "u2"})
 	cookie = rec.Result().Cookies()[0]
 	clock.Add(29 * time.Second)
 	if load(cookie) == nil {

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -32,9 +34,74 @@ var jwksMinRefresh = 10 * time.Second
 // jwksNow is the cache's clock, a variable for the tests.
 var jwksNow = time.Now
 
-// jwksCaches holds one cache per key set URL for the life of the process, so the keys survive
-// the rebuilds of a plan (and routes sharing an identity provider share its keys).
-var jwksCaches sync.Map // URL -> *jwksCache
+// KeySets holds the key sets of a data plane's jwt_validation modules and jwt-validation
+// actions, one per URL and outbound client, so that the keys survive the rebuilds of a plan and
+// routes and binds sharing an identity provider share its keys and its refresh limit. It is the
+// data plane's instance (plan.Env), not process-wide state: two data planes in one process keep
+// theirs apart. A key set is kept while a stage holds it and dropped once no stage does (its
+// entry is removed when the garbage collector finds it unreferenced), so the cache holds no more
+// URLs than the live plans name, however many an account's configurations have named over time.
+//
+// Sharing across accounts cannot carry one account's keys into another's checks: the keys of an
+// entry come only from its URL's own answer, fetched with its own client, and an account's
+// configuration gives a key set nothing but that URL (a stage given another client gets an
+// entry of its own). An account sending tokens with made-up kids makes the set be fetched
+// again at most once per jwksMinRefresh, which fetches the same document any other account's
+// refresh would. The zero value is not ready: use NewKeySets.
+type KeySets struct {
+	mu   sync.Mutex
+	sets map[keySetKey]weak.Pointer[jwksCache]
+}
+
+type keySetKey struct {
+	url    string
+	client *http.Client
+}
+
+// NewKeySets returns an empty set of key set caches.
+func NewKeySets() *KeySets {
+	return &KeySets{sets: map[keySetKey]weak.Pointer[jwksCache]{}}
+}
+
+// cache returns the cache of a key set URL fetched with client, made on first use. With a nil
+// KeySets the cache is the caller's own.
+func (ks *KeySets) cache(rawURL string, client *http.Client) *jwksCache {
+	if ks == nil {
+		return &jwksCache{url: rawURL, client: client}
+	}
+	k := keySetKey{rawURL, client}
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if c := ks.sets[k].Value(); c != nil {
+		return c
+	}
+	c := &jwksCache{url: rawURL, client: client}
+	wp := weak.Make(c)
+	ks.sets[k] = wp
+	runtime.AddCleanup(c, ks.forget, keySetEntry{k, wp})
+	return c
+}
+
+type keySetEntry struct {
+	key keySetKey
+	wp  weak.Pointer[jwksCache]
+}
+
+// forget removes an entry whose cache was collected, unless it was made again since.
+func (ks *KeySets) forget(e keySetEntry) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.sets[e.key] == e.wp {
+		delete(ks.sets, e.key)
+	}
+}
+
+// len is the number of key sets held, for the tests.
+func (ks *KeySets) len() int {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return len(ks.sets)
+}
 
 // jwksCache is the fetched key set of one URL.
 type jwksCache struct {
@@ -48,12 +115,6 @@ type jwksCache struct {
 	fetched time.Time         // of keys
 	lastTry time.Time
 	lastErr error
-}
-
-// jwksFor returns the cache of a key set URL, made with client on first use.
-func jwksFor(rawURL string, client *http.Client) *jwksCache {
-	c, _ := jwksCaches.LoadOrStore(rawURL, &jwksCache{url: rawURL, client: client})
-	return c.(*jwksCache)
 }
 
 // candidates returns the keys that may have signed a token with kid and alg: the key with that

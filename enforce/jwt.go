@@ -43,6 +43,9 @@ type JWTConfig struct {
 	Client *http.Client
 	// BodyTimeout bounds reading a body searched for a token (0: BodyReadTimeout).
 	BodyTimeout time.Duration
+	// KeySets is the data plane's cache of key sets, shared by every stage given it; without
+	// it the stage fetches and keeps its key sets itself.
+	KeySets *KeySets
 }
 
 // JWT is the jwt_validation module: a request must carry, in one of the configured places, a
@@ -85,7 +88,7 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 		if pu, err := url.Parse(u); err != nil || pu.Scheme != "https" || pu.Host == "" {
 			return nil, errors.New("the key set URL " + u + " is not an https URL")
 		}
-		j.sets = append(j.sets, jwksFor(u, cfg.Client))
+		j.sets = append(j.sets, cfg.KeySets.cache(u, cfg.Client))
 	}
 	for i, t := range j.cfg.Tokens {
 		if t.Method == "" {

@@ -162,7 +162,7 @@ func (st *signIn) callback(w http.ResponseWriter, r *http.Request) {
 		Denied(w, "You signed in as "+describe(id)+", who is not allowed on this endpoint.")
 		return
 	}
-	if _, err := st.s.Start(w, id); err != nil {
+	if _, err := st.s.Start(w, r, id); err != nil {
 		SignInFailed(w, http.StatusBadGateway, "The sign-in could not be kept: "+err.Error())
 		return
 	}

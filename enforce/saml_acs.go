@@ -109,7 +109,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	if !s.firstUse(w, r, a) {
 		return
 	}
-	if _, err := s.sessions.Start(w, id); err != nil {
+	if _, err := s.sessions.Start(w, r, id); err != nil {
 		SignInFailed(w, http.StatusBadRequest, "The signed-in identity is too large for a session.")
 		return
 	}

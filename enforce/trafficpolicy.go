@@ -3,13 +3,11 @@ package enforce
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -29,9 +27,10 @@ import (
 // rate-limit's bucket keys. NewTrafficPolicy refuses a document using any other action, or
 // interpolation where it is not evaluated (a regular expression, a webhook secret, a JWT
 // setting), so the route fails closed naming what it cannot apply. The rules of on_tcp_connect
-// (deny, restrict-ips) run before those of on_http_request, on every request of the route (the
-// route is only known once a request arrives): one that refuses closes the connection without
-// an answer. Expressions are compiled when the document is parsed, never per request; one that
+// run before those of on_http_request, on every request of the route or endpoint (it is only
+// known once a request arrives), except on a request a forward-internal handed over: one that
+// refuses closes the connection without an answer, and a forward-internal there hands the
+// request to an internal http or https endpoint (serveForwarded). Expressions are compiled when the document is parsed, never per request; one that
 // fails to evaluate answers 503 ERR_NGROK_3210 rather than being taken as true or false.
 type TrafficPolicy struct {
 	conn              *ConnPolicy
@@ -94,6 +93,9 @@ type PolicyOptions struct {
 	// WAF is the engine of owasp-crs-request and owasp-crs-response, compiled once and shared
 	// by every stage given it; without it a stage with such an action compiles one of its own.
 	WAF *WAF
+	// KeySets caches jwt-validation's key sets for every stage given it (the data plane's);
+	// without it each stage keeps its own.
+	KeySets *KeySets
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to
@@ -122,18 +124,11 @@ func NewTrafficPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*TrafficPol
 	tp := &TrafficPolicy{opts: o, results: p.Reads("actions"), bytes: p.Reads("conn.bytes"),
 		ja4: p.Reads("conn.tls.ja4_fingerprint")}
 	if len(p.OnTCPConnect) > 0 {
-		for _, r := range p.OnTCPConnect {
-			for _, a := range r.Actions {
-				if a.Type == "forward-internal" {
-					// An HTTP listener has no connection to hand over: it serves requests.
-					return nil, fmt.Errorf("%s: forward-internal in on_tcp_connect is applied on TLS and TCP endpoints and edges only (not on HTTP ones yet)", a.Path)
-				}
-			}
-		}
-		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results)
+		cp, err := newConnPolicy(p.OnTCPConnect, o, tp.results, "http")
 		if err != nil {
 			return nil, err
 		}
+		cp.ja4 = tp.ja4
 		tp.conn = cp
 	}
 	for _, r := range p.OnHTTPRequest {
@@ -187,21 +182,12 @@ func (tp *TrafficPolicy) Name() string { return "traffic_policy" }
 // Wrap runs the request phase, then next behind a writer that runs the response phase.
 func (tp *TrafficPolicy) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tp.conn != nil {
-			server := ""
-			if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-				server = a.String()
-			}
-			start := time.Now()
-			if c := connOf(r); c != nil {
-				start = c.Start
-			}
-			sni := ""
-			if r.TLS != nil {
-				sni = r.TLS.ServerName
-			}
-			if !tp.conn.allow(r.RemoteAddr, server, sni, start) {
+		if tp.conn != nil && !forwarded(r) {
+			if v := tp.connect(r); !v.Allow {
 				closeConnection(r) // HTTP/2: the whole connection, not only the stream
+			} else if v.Forward != nil {
+				tp.serveForwarded(w, r, v)
+				return
 			}
 		}
 		if len(tp.response) == 0 && !tp.writer && len(tp.events) == 0 {

@@ -1,11 +1,14 @@
 package enforce
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
 	"time"
 
+	"github.com/edgeplane/edgeplane/internal/ja4"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
@@ -25,6 +28,43 @@ import (
 type ConnPolicy struct {
 	rules []connRule
 	opts  PolicyOptions
+	// ja4 is set when some expression or interpolation of the document reads
+	// conn.tls.ja4_fingerprint: only then does Decide fingerprint a connection's ClientHello.
+	ja4 bool
+}
+
+// TLSHello is what the on_tcp_connect phase reads of a TLS connection's ClientHello, which the
+// listener has read when the phase runs (a nil *TLSHello is a TCP connection's).
+type TLSHello struct {
+	// ServerName is the name it asked for, lowercase (conn.tls.sni).
+	ServerName string
+	// Info is the parsed ClientHello, fingerprinted for conn.tls.ja4_fingerprint only when the
+	// policy reads it; nil when the caller has none (the fingerprint then fails to evaluate).
+	Info *tls.ClientHelloInfo
+}
+
+// helloConn is the connection of the on_tcp_connect phase of a TLS or TCP edge or endpoint, for
+// conn.tls.ja4_fingerprint: the phase runs before any byte is carried, so it has no served
+// certificate (the handshake is not done) and no bytes (read as 0 there anyway).
+type helloConn struct {
+	ja4   string
+	known bool
+}
+
+func (helloConn) ServedCertificate(string) *x509.Certificate { return nil }
+func (helloConn) Bytes() (in, out int64, counted bool)       { return 0, 0, true }
+func (h helloConn) JA4() (string, bool)                      { return h.ja4, h.known }
+
+// connOfHello is the connection the phase's rules read conn.tls.ja4_fingerprint from: "" on a
+// TCP connection (no TLS, as on plain HTTP), the ClientHello's fingerprint on a TLS one.
+func connOfHello(hello *TLSHello) trafficpolicy.Conn {
+	switch {
+	case hello == nil:
+		return helloConn{known: true}
+	case hello.Info == nil:
+		return helloConn{}
+	}
+	return helloConn{ja4: ja4.Fingerprint(hello.Info), known: true}
 }
 
 // connRule is an on_tcp_connect rule with its actions made ready.
@@ -87,11 +127,18 @@ func NewConnPolicyWith(p *trafficpolicy.Policy, o PolicyOptions) (*ConnPolicy, e
 	if err := p.Unavailable(); err != nil {
 		return nil, err
 	}
-	return newConnPolicy(p.OnTCPConnect, o, p.Reads("actions"))
+	cp, err := newConnPolicy(p.OnTCPConnect, o, p.Reads("actions"), "tcp")
+	if err != nil {
+		return nil, err
+	}
+	cp.ja4 = p.Reads("conn.tls.ja4_fingerprint")
+	return cp, nil
 }
 
-// newConnPolicy makes the on_tcp_connect rules ready to run.
-func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (*ConnPolicy, error) {
+// newConnPolicy makes the on_tcp_connect rules ready to run, for an endpoint or edge of the
+// protocol family ("http" for http and https, "tcp" for tcp and tls: forward-internal's targets
+// must share it).
+func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool, family string) (*ConnPolicy, error) {
 	cp := &ConnPolicy{opts: o}
 	for _, r := range rules {
 		cr := connRule{rule: r}
@@ -101,7 +148,7 @@ func newConnPolicy(rules []*trafficpolicy.Rule, o PolicyOptions, results bool) (
 				if err != nil {
 					return nil, err
 				}
-				fwd, err := newConnForward(a, cfg.(*trafficpolicy.ForwardInternalConfig), o)
+				fwd, err := newConnForward(a, cfg.(*trafficpolicy.ForwardInternalConfig), o, family)
 				if err != nil {
 					return nil, err
 				}
@@ -171,43 +218,56 @@ func init() {
 // accepted, for a caller that cannot forward it: a connection a forward-internal action hands to
 // an internal endpoint is refused here. A nil policy allows every connection.
 func (cp *ConnPolicy) Allow(client, server net.Addr) bool {
-	v := cp.Decide(client, server, "")
+	v := cp.Decide(client, server, nil)
 	return v.Allow && v.Forward == nil
 }
 
 // AllowTLS is Allow for a TLS connection whose ClientHello asked for serverName: the rules'
 // conn.tls.sni reads it, as terminate-tls's rules do when the listener applies them.
 func (cp *ConnPolicy) AllowTLS(client, server net.Addr, serverName string) bool {
-	v := cp.Decide(client, server, serverName)
+	v := cp.Decide(client, server, &TLSHello{ServerName: serverName})
 	return v.Allow && v.Forward == nil
 }
 
 // Decide runs the phase on a connection from client to server (the listener's address), just
-// accepted: closed, carried, or handed to an internal endpoint. serverName is a TLS
-// connection's ClientHello's (conn.tls.sni), "" for none or a TCP connection. A nil policy allows
-// every connection.
-func (cp *ConnPolicy) Decide(client, server net.Addr, serverName string) ConnVerdict {
+// accepted: closed, carried, or handed to an internal endpoint. hello is a TLS connection's
+// ClientHello (conn.tls.sni, conn.tls.ja4_fingerprint), nil for a TCP connection. A nil policy
+// allows every connection.
+func (cp *ConnPolicy) Decide(client, server net.Addr, hello *TLSHello) ConnVerdict {
 	if cp == nil || len(cp.rules) == 0 {
 		return ConnVerdict{Allow: true}
 	}
-	return cp.decide(client.String(), server.String(), serverName, time.Now())
+	sni := ""
+	if hello != nil {
+		sni = hello.ServerName
+	}
+	var conn trafficpolicy.Conn
+	if cp.ja4 {
+		conn = connOfHello(hello) // only for a policy reading it: the others pay nothing
+	}
+	return cp.decide(client.String(), server.String(), sni, time.Now(), conn)
 }
 
 // allow is decide's verdict as Allow gives it.
 func (cp *ConnPolicy) allow(client, server, sni string, start time.Time) bool {
-	v := cp.decide(client, server, sni, start)
+	v := cp.decide(client, server, sni, start, nil)
 	return v.Allow && v.Forward == nil
 }
 
 // decide runs the phase on the addresses as host:port strings, for a connection accepted at
 // start whose ClientHello asked for sni ("" for none, or a TCP connection). A forward-internal
 // action that finds its endpoint ends the phase (no later action runs); one that does not closes
-// the connection (on_error halt) or lets the next actions run (continue).
-func (cp *ConnPolicy) decide(client, server, sni string, start time.Time) ConnVerdict {
+// the connection (on_error halt) or lets the next actions run (continue). conn, when not nil, is
+// what conn.tls.ja4_fingerprint reads.
+func (cp *ConnPolicy) decide(client, server, sni string, start time.Time, conn trafficpolicy.Conn) ConnVerdict {
 	vars := trafficpolicy.ConnVars(client, server)
 	trafficpolicy.SetConnStart(vars, start)
+	trafficpolicy.AtConnect(vars)
 	if sni != "" {
 		trafficpolicy.SetServerName(vars, sni)
+	}
+	if conn != nil {
+		trafficpolicy.SetConn(vars, conn)
 	}
 	if cp.opts.Endpoint != nil {
 		trafficpolicy.SetEndpoint(vars, cp.opts.Endpoint)

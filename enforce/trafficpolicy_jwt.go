@@ -34,7 +34,7 @@ func init() {
 		if tp.opts.Outbound == nil {
 			return nil, fmt.Errorf("%s: %v", a.Path, errNoOutbound)
 		}
-		jc := JWTConfig{Algorithms: c.JWS.AllowedAlgorithms, JKUs: c.JWS.Keys.Sources.AdditionalJKUs, Client: tp.opts.Outbound}
+		jc := JWTConfig{Algorithms: c.JWS.AllowedAlgorithms, JKUs: c.JWS.Keys.Sources.AdditionalJKUs, Client: tp.opts.Outbound, KeySets: tp.opts.KeySets}
 		for _, v := range c.Issuer.AllowList {
 			jc.Issuers = append(jc.Issuers, v.Value)
 		}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/corazawaf/coraza/v3"
 	"github.com/corazawaf/coraza/v3/types"
 
 	"github.com/edgeplane/edgeplane/trafficpolicy"
@@ -120,7 +119,7 @@ func init() {
 
 // wafEngine is the stage's WAF engine: the data plane's shared one (PolicyOptions.WAF), or one
 // of the stage's own without it.
-func (tp *TrafficPolicy) wafEngine() (coraza.WAF, error) {
+func (tp *TrafficPolicy) wafEngine() (*wafEngine, error) {
 	if tp.opts.WAF == nil {
 		tp.opts.WAF = NewWAF()
 	}

@@ -5,12 +5,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testWAF is compiled once for the package's tests: each compilation takes most of a second.
-var testWAF = NewWAF()
+// testWAFEngine holds its engine for the whole run, as a stage would, so that it is not
+// collected (and compiled again) between tests.
+var (
+	testWAF          = NewWAF()
+	testWAFEngine, _ = testWAF.engine()
+)
 
 // leakyUpstream answers with a database error in its body when asked for /leak, and echoes the
 // request's body otherwise.
@@ -133,4 +140,45 @@ func TestPolicyOWASPResponse(t *testing.T) {
 	if w := wafDo(headers, "GET", "/leak", ""); w.Code != 200 {
 		t.Errorf("without process_body the body is not inspected: %d", w.Code)
 	}
+}
+
+// TestWAFReleased: the engine is compiled when the first stage with an owasp-crs action is
+// built and shared by the next ones; once no stage holds it, it is collected, and the next
+// such stage compiles it again. A stage without such an action never compiles it.
+func TestWAFReleased(t *testing.T) {
+	w := NewWAF()
+	o := PolicyOptions{WAF: w}
+	plain := stageWith(t, `{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x-a":"1"}}}]}]}`, o, leakyUpstream)
+	if n := w.compiles.Load(); n != 0 {
+		t.Fatalf("%d compilations for a policy without owasp-crs actions", n)
+	}
+	doc := `{"on_http_request":[{"actions":[{"type":"owasp-crs-request"}]}]}`
+	a := stageWith(t, doc, o, leakyUpstream)
+	b := stageWith(t, doc, o, leakyUpstream)
+	if n := w.compiles.Load(); n != 1 {
+		t.Fatalf("%d compilations for two stages, want 1", n)
+	}
+	xss := "/?q=" + url.QueryEscape(`<script>alert(document.cookie)</script>`)
+	for _, h := range []http.Handler{a, b} {
+		if rec := wafDo(h, "GET", xss, ""); rec.Code != 403 {
+			t.Fatalf("an XSS through a stage sharing the engine: %d", rec.Code)
+		}
+	}
+	a, b = nil, nil
+	deadline := time.Now().Add(20 * time.Second)
+	for w.cur.Value() != nil && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.cur.Value() != nil {
+		t.Fatal("the engine is still held with no stage using it")
+	}
+	c := stageWith(t, doc, o, leakyUpstream)
+	if n := w.compiles.Load(); n != 2 {
+		t.Errorf("%d compilations after the engine was let go, want 2", n)
+	}
+	if rec := wafDo(c, "GET", xss, ""); rec.Code != 403 {
+		t.Errorf("an XSS through the engine compiled again: %d", rec.Code)
+	}
+	runtime.KeepAlive(plain)
 }

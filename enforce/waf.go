@@ -3,9 +3,13 @@ package enforce
 import (
 	"errors"
 	"fmt"
+	"io"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
 
 	coreruleset "github.com/corazawaf/coraza-coreruleset/v4"
 	"github.com/corazawaf/coraza/v3"
@@ -48,43 +52,78 @@ Include @owasp_crs/*.conf
 
 // WAF is the web application firewall of owasp-crs-request and owasp-crs-response: Coraza with
 // the OWASP Core Rule Set embedded in the binary. Compiling the rule set takes a large part of
-// a second and tens of megabytes, so it is done once, when the first stage with such an action
-// is built, and shared by every stage of the data plane (every route's and every bind's) that
+// a second and holds some 20 MB, so it is done when the first stage with such an action is
+// built, and shared by every stage of the data plane (every route's and every bind's) that
 // holds the same WAF: an action's own settings (its excluded rules) are applied to each of its
 // transactions, never to the shared engine, so the engine has a single configuration and one
-// account's exclusions never reach another's traffic. The zero value is ready to use.
+// account's exclusions never reach another's traffic. The stages hold the engine, and the WAF
+// only a weak reference to it: once no stage has such an action any more (their policies were
+// changed or deleted, their plans and binds replaced), the garbage collector takes the engine
+// and Coraza's cache of its compiled patterns is released, and the next such stage compiles it
+// again. A server whose policies never use the actions never compiles it. The zero value is
+// ready to use.
 type WAF struct {
 	// BodyTimeout bounds reading the part of a request body that is inspected (0:
 	// BodyReadTimeout).
 	BodyTimeout time.Duration
-	once        sync.Once
-	waf         coraza.WAF
-	err         error
+	mu          sync.Mutex
+	cur         weak.Pointer[wafEngine]
+	err         error // a rule set that did not compile does not compile later either
+	compiles    atomic.Int64
 }
+
+// wafEngine is a compiled engine, held by the stages that use it.
+type wafEngine struct{ coraza.WAF }
 
 // NewWAF returns a WAF that compiles its rules when first used.
 func NewWAF() *WAF { return &WAF{} }
 
-// engine returns the compiled engine, compiling it on first use.
-func (w *WAF) engine() (coraza.WAF, error) {
-	w.once.Do(func() {
-		w.waf, w.err = coraza.NewWAF(coraza.NewWAFConfig().WithRootFS(coreruleset.FS).WithDirectives(wafDirectives))
-		if w.err != nil {
-			w.err = fmt.Errorf("the OWASP Core Rule Set did not compile: %v", w.err)
-			return
+// engine returns the compiled engine, compiling it when no stage holds one.
+func (w *WAF) engine() (*wafEngine, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return nil, w.err
+	}
+	if e := w.cur.Value(); e != nil {
+		return e, nil
+	}
+	engine, err := compileWAF()
+	if err != nil {
+		w.err = err
+		return nil, err
+	}
+	w.compiles.Add(1)
+	e := &wafEngine{engine}
+	w.cur = weak.Make(e)
+	// Coraza keeps the engine's compiled patterns in a cache of its own until the engine is
+	// closed; closing it once the stages have let it go gives them back.
+	runtime.AddCleanup(e, func(c coraza.WAF) {
+		if cl, ok := c.(io.Closer); ok {
+			_ = cl.Close()
 		}
-		// Exclusions are applied per transaction: a Coraza that no longer offers that would
-		// apply an action's exclude_rule_ids nowhere, so it is refused here, once.
-		tx := w.waf.NewTransaction()
-		defer tx.Close()
-		if _, ok := tx.(ruleRemover); !ok {
-			w.waf, w.err = nil, errors.New("the WAF engine cannot leave rules out of a transaction (exclude_rule_ids)")
-		}
-		if _, ok := tx.(txVariables); !ok {
-			w.waf, w.err = nil, errors.New("the WAF engine does not give a transaction's anomaly score")
-		}
-	})
-	return w.waf, w.err
+	}, engine)
+	return e, nil
+}
+
+// compileWAF compiles the Core Rule Set with wafDirectives and checks that the engine offers
+// what edgeplane uses of a transaction.
+func compileWAF() (coraza.WAF, error) {
+	waf, err := coraza.NewWAF(coraza.NewWAFConfig().WithRootFS(coreruleset.FS).WithDirectives(wafDirectives))
+	if err != nil {
+		return nil, fmt.Errorf("the OWASP Core Rule Set did not compile: %v", err)
+	}
+	// Exclusions are applied per transaction: a Coraza that no longer offers that would
+	// apply an action's exclude_rule_ids nowhere, so it is refused here, once.
+	tx := waf.NewTransaction()
+	defer tx.Close()
+	if _, ok := tx.(ruleRemover); !ok {
+		return nil, errors.New("the WAF engine cannot leave rules out of a transaction (exclude_rule_ids)")
+	}
+	if _, ok := tx.(txVariables); !ok {
+		return nil, errors.New("the WAF engine does not give a transaction's anomaly score")
+	}
+	return waf, nil
 }
 
 // ruleRemover and txVariables are what edgeplane uses of a Coraza transaction beyond its

@@ -9,8 +9,9 @@ import (
 
 // countingConn counts the bytes read from and written to a public connection (its TLS records
 // included), for a traffic policy reading conn.bytes_in and conn.bytes_out
-// (enforce.ByteCounter). Only the connections to an edge or endpoint whose policy reads them
-// are wrapped (Server.connReads): the others pay nothing.
+// (enforce.ByteCounter). Every plain HTTP connection is wrapped (countingListener); of the
+// HTTPS ones, only those to an edge or endpoint whose policy reads them (Server.connReads),
+// which the ClientHello names before the handshake's first byte is answered.
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
@@ -61,4 +62,16 @@ func (s *Server) connReads(sni string) enforce.ConnReads {
 		out = ep.Chain().ConnReads()
 	}
 	return out
+}
+
+// countingListener wraps each connection it accepts in a countingConn: the plain HTTP
+// listener's, whose endpoint a connection's first request names only after bytes were read.
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
 }

@@ -106,9 +106,10 @@ type SignInStore interface {
 // no non-public address unless OutboundAllowPrivate (an account's configuration names the URLs
 // it fetches), and st's UseOnce, where the saml module keeps the assertions it accepted so that
 // none is accepted twice on any replica, and its record of the sessions single logout ended.
-// Without st (nil) every saml route refuses all sign-ins.
+// Without st (nil) every saml route refuses all sign-ins. Its key sets' cache (KeySets) is the
+// environment's own, shared by the stages of every plan built with it.
 func (s *Server) Env(st SignInStore) *plan.Env {
-	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s}
+	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets()}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)
@@ -123,9 +124,11 @@ func (s *Server) outboundOptions() outbound.Options {
 
 // serveTLSEdge carries a connection of a TLS edge for the server name sni: terminated here when
 // its tls_termination says so or a terminate-tls of its traffic policy applies to the
-// connection (plaintext to the backend), else passed through untouched.
-func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
+// connection (plaintext to the backend), else passed through untouched. hello is the
+// ClientHello the listener read, which the edge's on_tcp_connect rules read.
+func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, hello *enforce.TLSHello) {
 	defer c.Close()
+	sni := hello.ServerName
 	forget, ok := s.trackConn(c)
 	if !ok {
 		return
@@ -136,14 +139,14 @@ func (s *Server) serveTLSEdge(c net.Conn, e *plan.TLSEdge, sni string) {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	v := enforce.ConnVerdict{}
 	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
-		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), sni)
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), hello)
 	}
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEdge)
 		return
 	case v.Forward != nil:
-		s.carryForwarded(c, v, sni, tr)
+		s.carryForwarded(c, v, hello, tr)
 		return
 	}
 	var pub net.Conn = c
@@ -183,14 +186,14 @@ func (s *Server) serveTCPEdge(addr string, c net.Conn) {
 	client, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	v := enforce.ConnVerdict{}
 	if e.Unenforced == "" && e.Chain.AllowConn(client.Addr()) {
-		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), "")
+		v = e.Policy.Decide(c.RemoteAddr(), c.LocalAddr(), nil)
 	}
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEdge)
 		return
 	case v.Forward != nil:
-		s.carryForwarded(c, v, "", tr)
+		s.carryForwarded(c, v, nil, tr)
 		return
 	}
 	t, ok := s.choose(e.Backend, conn{account: e.Account, clientAddr: c.RemoteAddr().String(), proto: "tcp", edgeType: "1"})

@@ -37,9 +37,9 @@ type Endpoint interface {
 	HTTPHandler(build func() http.Handler) http.Handler
 	// DecideConn runs the endpoint's connection stages (IP restriction, then the on_tcp_connect
 	// rules of its traffic policy) on a public connection before any byte of it reaches the
-	// agent: closed, carried, or handed to an internal endpoint (forward-internal);
-	// serverName is a tls endpoint's ClientHello's, for conn.tls.sni ("" on tcp).
-	DecideConn(c net.Conn, serverName string) enforce.ConnVerdict
+	// agent: closed, carried, or handed to an internal endpoint (forward-internal); hello is
+	// a tls endpoint's ClientHello, for conn.tls.sni and conn.tls.ja4_fingerprint (nil on tcp).
+	DecideConn(c net.Conn, hello *enforce.TLSHello) enforce.ConnVerdict
 	// Passthrough reports whether a tls endpoint's public TLS is carried to the agent untouched;
 	// false means the listener terminates it (TLS termination) and carries the plaintext.
 	Passthrough() bool
@@ -235,12 +235,15 @@ func (s *Server) pipe(pub, up net.Conn) (in, out int64) {
 	return netx.Pipe(pub, up, idle)
 }
 
-// ServeHTTP serves plain HTTP on ln until Close.
+// ServeHTTP serves plain HTTP on ln until Close. Every connection's bytes are counted, for the
+// conn.bytes_* variables: its endpoint is known only once its first request's Host is read, and
+// two atomic additions per read and write cost nothing measurable beside the system calls
+// (docs/performance.md).
 func (s *Server) ServeHTTP(ln net.Listener) error {
 	if !s.track(ln) {
 		return net.ErrClosed
 	}
-	err := s.http.Serve(ln)
+	err := s.http.Serve(countingListener{ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -21,7 +21,7 @@ type upstreamEndpoint struct{ addr string }
 func (e *upstreamEndpoint) ID() string            { return "tn_bench" }
 func (e *upstreamEndpoint) AccountID() string     { return "acct_bench" }
 func (e *upstreamEndpoint) Chain() *enforce.Chain { return nil }
-func (e *upstreamEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
+func (e *upstreamEndpoint) DecideConn(net.Conn, *enforce.TLSHello) enforce.ConnVerdict {
 	return enforce.ConnVerdict{Allow: true}
 }
 func (e *upstreamEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }
@@ -58,52 +58,58 @@ func BenchmarkPublicRequest(b *testing.B) {
 		{"inspector=off", nil},
 		{"inspector=on", inspect.NewRecorder(inspect.Config{Replica: "rep_bench"})},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			ep := &upstreamEndpoint{addr: uln.Addr().String()}
-			s := New(Config{Recorder: c.rec, Lookup: func(proto, host string) Endpoint {
-				if proto == "http" && host == "app.example.com" {
-					return ep
-				}
-				return nil
-			}})
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go func() { _ = s.ServeHTTP(ln) }()
-			defer s.Close()
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
-			}}}
-			defer client.CloseIdleConnections()
-			get := func() {
-				req, _ := http.NewRequest("GET", "http://app.example.com/orders/42?page=1", nil)
-				req.Header.Set("User-Agent", "bench/1.0")
-				req.Header.Set("Accept", "text/plain")
-				req.Header.Set("Authorization", "Bearer not-kept")
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "hello") {
-					b.Fatalf("%d %q", resp.StatusCode, body)
-				}
-			}
-			for range 2000 { // warm: connections open, pools filled, the ring full
-				get()
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			benchcpu.PerOp(b)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					get()
-				}
-			})
-		})
+		b.Run(c.name, func(b *testing.B) { benchPublicRequests(b, uln.Addr().String(), c.rec, (*Server).ServeHTTP) })
 	}
+}
+
+// benchPublicRequests runs parallel keep-alive requests through a public listener that serve
+// runs on a new server whose one endpoint is the upstream at upstream; rec is its inspector
+// (nil: off). "cpu-ns/op" is the whole process's CPU time per request.
+func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func(*Server, net.Listener) error) {
+	ep := &upstreamEndpoint{addr: upstream}
+	s := New(Config{Recorder: rec, Lookup: func(proto, host string) Endpoint {
+		if proto == "http" && host == "app.example.com" {
+			return ep
+		}
+		return nil
+	}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = serve(s, ln) }()
+	defer s.Close()
+	defer ln.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
+	}}}
+	defer client.CloseIdleConnections()
+	get := func() {
+		req, _ := http.NewRequest("GET", "http://app.example.com/orders/42?page=1", nil)
+		req.Header.Set("User-Agent", "bench/1.0")
+		req.Header.Set("Accept", "text/plain")
+		req.Header.Set("Authorization", "Bearer not-kept")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "hello") {
+			b.Fatalf("%d %q", resp.StatusCode, body)
+		}
+	}
+	for range 2000 { // warm: connections open, pools filled, the ring full
+		get()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	benchcpu.PerOp(b)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			get()
+		}
+	})
 }
 
 // answerEndpoint is an endpoint whose handler answers itself, so that a benchmark sees the

@@ -56,10 +56,15 @@ const maxConnForwards = 8
 // (verdict v) handed to an internal tcp or tls endpoint: that endpoint's own connection stages
 // run on it (and may forward it again, up to maxConnForwards times), then its agent gets it as
 // a public connection of its own, with the client's address, under the public connections'
-// idle timeout and the account's connection share the listener already counted; sni is the
-// ClientHello's server name of a TLS connection ("" for TCP), which the endpoint's rules read as
-// conn.tls.sni. An endpoint gone since the policy found it closes the connection unanswered.
-func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, sni string, tr *connTrace) {
+// idle timeout and the account's connection share the listener already counted; hello is a TLS
+// connection's ClientHello (nil for TCP), which the endpoint's rules read as conn.tls.sni and
+// conn.tls.ja4_fingerprint. An endpoint gone since the policy found it closes the connection
+// unanswered.
+func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, hello *enforce.TLSHello, tr *connTrace) {
+	sni := ""
+	if hello != nil {
+		sni = hello.ServerName
+	}
 	for hops := 0; ; hops++ {
 		if hops >= maxConnForwards {
 			tr.refused(forwardLoop)
@@ -71,7 +76,7 @@ func (s *Server) carryForwarded(c net.Conn, v enforce.ConnVerdict, sni string, t
 			return
 		}
 		scheme := v.Forward.Scheme
-		v = e.DecideConn(c, sni)
+		v = e.DecideConn(c, hello)
 		switch {
 		case !v.Allow:
 			tr.refused(refusedByEndpoint)

@@ -25,7 +25,7 @@ type internalConnEndpoint struct {
 func (e *internalConnEndpoint) ID() string            { return "tn_internal" }
 func (e *internalConnEndpoint) AccountID() string     { return e.account }
 func (e *internalConnEndpoint) Chain() *enforce.Chain { return nil }
-func (e *internalConnEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
+func (e *internalConnEndpoint) DecideConn(net.Conn, *enforce.TLSHello) enforce.ConnVerdict {
 	e.decisions++
 	return enforce.ConnVerdict{Allow: true, Forward: e.next, Account: e.account}
 }
@@ -62,14 +62,14 @@ func TestCarryForwarded(t *testing.T) {
 	}
 
 	c, client := testnet.TCPPair(t)
-	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &db, Account: "acct_a"}, "", nil)
+	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &db, Account: "acct_a"}, nil, nil)
 	e := endpoints[ep.InternalEndpointKey("acct_a", db.Host, db.Port)]
 	if len(e.dialed) != 2 || e.dialed[0] != client.LocalAddr().String() || e.dialed[1] != "tcp" {
 		t.Errorf("the internal endpoint's agent was dialed with %q, want the client's address %s and tcp", e.dialed, client.LocalAddr())
 	}
 
 	c, _ = testnet.TCPPair(t)
-	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &loop, Account: "acct_a"}, "", nil)
+	s.carryForwarded(c, enforce.ConnVerdict{Allow: true, Forward: &loop, Account: "acct_a"}, nil, nil)
 	l := endpoints[ep.InternalEndpointKey("acct_a", loop.Host, loop.Port)]
 	if l.decisions != maxConnForwards || len(l.dialed) != 0 {
 		t.Errorf("a forwarding loop: %d hands and %d dials, want %d hands and none", l.decisions, len(l.dialed)/2, maxConnForwards)

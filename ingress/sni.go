@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/ja4"
 	"github.com/edgeplane/edgeplane/internal/netx"
@@ -106,14 +107,15 @@ func (s *Server) routeTLS(c net.Conn) {
 	}
 	// A TLS edge's or endpoint's connection counts against its account from here; at the
 	// account's share of the public connections it is closed, as ngrok closes a TCP or TLS
-	// connection over a connection limit.
+	// connection over a connection limit. Their on_tcp_connect phase reads the ClientHello
+	// (conn.tls.sni; conn.tls.ja4_fingerprint, fingerprinted only for a policy reading it).
 	e, ep := s.tlsRoute(sni)
 	if e != nil {
 		if !netx.Claim(c, e.Account) {
 			c.Close()
 			return
 		}
-		s.serveTLSEdge(conn, e, sni)
+		s.serveTLSEdge(conn, e, &enforce.TLSHello{ServerName: sni, Info: ch})
 		return
 	}
 	if ep != nil {
@@ -121,7 +123,7 @@ func (s *Server) routeTLS(c net.Conn) {
 			c.Close()
 			return
 		}
-		s.serveTLSEndpoint(conn, ep, sni)
+		s.serveTLSEndpoint(conn, ep, &enforce.TLSHello{ServerName: sni, Info: ch})
 		return
 	}
 	// Any other name, or none, is an HTTPS handshake: one edgeplane serves no name for ends with
@@ -197,9 +199,10 @@ func (s *Server) terminate(c net.Conn, cfg *tls.Config) (*tls.Conn, bool) {
 // connection is closed after its ClientHello, before any byte reaches the agent. The client's
 // TLS is passed through untouched, or, with TLS termination, ended here (with the agent's
 // certificate or the host's, asking for a client certificate under mutual TLS) and the
-// plaintext carried (PassthroughTLS false).
-func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
+// plaintext carried (PassthroughTLS false). hello is the ClientHello the listener read.
+func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, hello *enforce.TLSHello) {
 	defer c.Close()
+	sni := hello.ServerName
 	forget, ok := s.trackConn(c)
 	if !ok {
 		return
@@ -207,12 +210,12 @@ func (s *Server) serveTLSEndpoint(c net.Conn, ep Endpoint, sni string) {
 	defer forget()
 	tr := s.traceConn(inspect.KindTLS, c, sni)
 	tr.atEndpoint(ep, "tls")
-	v := ep.DecideConn(c, sni)
+	v := ep.DecideConn(c, hello)
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEndpoint)
 	case v.Forward != nil:
-		s.carryForwarded(c, v, sni, tr)
+		s.carryForwarded(c, v, hello, tr)
 	default:
 		s.carryTLS(c, ep, sni, tr)
 	}

@@ -21,7 +21,7 @@ type tlsEndpoint struct {
 func (e *tlsEndpoint) ID() string            { return "tn_test" }
 func (e *tlsEndpoint) AccountID() string     { return "acct_test" }
 func (e *tlsEndpoint) Chain() *enforce.Chain { return nil }
-func (e *tlsEndpoint) DecideConn(net.Conn, string) enforce.ConnVerdict {
+func (e *tlsEndpoint) DecideConn(net.Conn, *enforce.TLSHello) enforce.ConnVerdict {
 	return enforce.ConnVerdict{Allow: true}
 }
 func (e *tlsEndpoint) HTTPHandler(build func() http.Handler) http.Handler { return build() }

@@ -48,12 +48,12 @@ func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.C
 func (s *Server) ServeTCPEndpoint(c net.Conn, ep Endpoint, addr string) {
 	tr := s.traceConn(inspect.KindTCP, c, addr)
 	tr.atEndpoint(ep, "tcp")
-	v := ep.DecideConn(c, "")
+	v := ep.DecideConn(c, nil)
 	switch {
 	case !v.Allow:
 		tr.refused(refusedByEndpoint)
 	case v.Forward != nil:
-		s.carryForwarded(c, v, "", tr)
+		s.carryForwarded(c, v, nil, tr)
 	default:
 		s.carryTo(c, ep, "tcp", false, tr)
 	}

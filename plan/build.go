@@ -57,6 +57,9 @@ type Env struct {
 	OAuthApps map[string]enforce.OAuthApp
 	// OAuthEndpoints override providers' endpoints (--oauth-endpoints), by provider.
 	OAuthEndpoints map[string]enforce.OAuthEndpoints
+	// BindSignIn limits the sessions of agents' oauth and oidc bind options (--bind-sign-in-*),
+	// whose options carry no limits of their own.
+	BindSignIn BindSignInLimits
 	// UseOnce records that id is used in scope until expires and reports whether it was unused
 	// before, on every replica (the store's UseOnce): the saml module keeps each accepted
 	// assertion's id there, because its stateless sign-in cookie alone cannot stop a captured
@@ -74,6 +77,9 @@ type Env struct {
 	// WAF is the engine of traffic policies' owasp-crs actions, compiled once for every plan;
 	// nil makes each stage with such an action compile its own.
 	WAF *enforce.WAF
+	// KeySets caches the key sets of jwt_validation modules and jwt-validation actions, routes'
+	// and agents' alike, so rebuilds keep them; nil gives each stage its own.
+	KeySets *enforce.KeySets
 }
 
 // BackendKind says what a backend does with a connection.

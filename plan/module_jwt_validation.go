@@ -8,14 +8,14 @@ import (
 )
 
 // The jwt_validation module's keys come from its additional_jkus, fetched with the data plane's
-// outbound client when a request first needs them and cached per URL for the life of the
-// process (so a plan rebuild does not fetch them again).
+// outbound client when a request first needs them and cached per URL in the data plane's
+// KeySets while a plan uses them (so a plan rebuild does not fetch them again).
 func routeJWTValidation(cfg any, s RouteEnv) (enforce.Stage, error) {
 	m := cfg.(*ep.EndpointJWTValidation)
 	if s.Env == nil || s.Env.Outbound == nil {
 		return nil, errors.New("no outbound HTTP client to fetch signing keys with")
 	}
-	c := enforce.JWTConfig{Algorithms: m.JWS.AllowedAlgorithms, JKUs: m.JWS.Keys.Sources.AdditionalJKUs, Client: s.Env.Outbound}
+	c := enforce.JWTConfig{Algorithms: m.JWS.AllowedAlgorithms, JKUs: m.JWS.Keys.Sources.AdditionalJKUs, Client: s.Env.Outbound, KeySets: s.Env.KeySets}
 	for _, v := range m.Issuer.AllowList {
 		c.Issuers = append(c.Issuers, v.Value)
 	}

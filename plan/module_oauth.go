@@ -126,7 +126,8 @@ func bindOAuth(raw json.RawMessage, b BindEnv) (enforce.Stage, error) {
 		app = managed
 	}
 	c := enforce.OAuthConfig{Provider: provider, App: app, Scopes: o.Scopes, EmailAddresses: o.AllowEmails,
-		EmailDomains: o.AllowDomains, Client: env.Outbound, Session: enforce.SessionConfig{Key: env.SessionKey}}
+		EmailDomains: o.AllowDomains, Client: env.Outbound, Session: env.BindSignIn.session(env.SessionKey),
+		CheckInterval: env.BindSignIn.CheckInterval}
 	if e, ok := env.OAuthEndpoints[provider]; ok {
 		c.Endpoints = &e
 	}
@@ -152,4 +153,16 @@ func (c signInClient) sealedOnly(option string) error {
 		return &OptionRefusal{ep.AgentCodeUnsupportedOpt, "sealed_client_secret is encrypted for ngrok's servers and edgeplane cannot open it; give client_secret itself (ngrok-go: " + option + ")"}
 	}
 	return nil
+}
+
+// BindSignInLimits are the operator's limits on the sign-in sessions of agents' oauth and oidc
+// bind options. ngrok's bind options carry no session duration, inactivity timeout or re-check
+// interval, so they are the server's to set; zero values set none.
+type BindSignInLimits struct {
+	MaxDuration, IdleTimeout, CheckInterval time.Duration
+}
+
+// session is a bind's session settings under the limits, sealed with key.
+func (l BindSignInLimits) session(key []byte) enforce.SessionConfig {
+	return enforce.SessionConfig{Key: key, MaximumDuration: l.MaxDuration, InactivityTimeout: l.IdleTimeout}
 }

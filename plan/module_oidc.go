@@ -59,5 +59,5 @@ func bindOIDC(raw json.RawMessage, b BindEnv) (enforce.Stage, error) {
 	}
 	return enforce.NewOIDC(enforce.OIDCConfig{Issuer: o.IssuerURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 		Scopes: o.Scopes, EmailAddresses: o.AllowEmails, EmailDomains: o.AllowDomains, Client: env.Outbound,
-		Session: enforce.SessionConfig{Key: env.SessionKey}})
+		Session: env.BindSignIn.session(env.SessionKey), CheckInterval: env.BindSignIn.CheckInterval})
 }

@@ -34,7 +34,7 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 		opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}
 	}
 	if s.Env != nil {
-		opts.WAF = s.Env.WAF
+		opts.WAF, opts.KeySets = s.Env.WAF, s.Env.KeySets
 	}
 	use := policyUse{sum: k.sum}
 	// A document that may hold state of its route's own (rate limits, a circuit breaker),
@@ -280,6 +280,9 @@ func bindTrafficPolicy(raw json.RawMessage, env BindEnv) (enforce.Stage, error) 
 		return nil, err
 	}
 	st, err := enforce.NewTrafficPolicyWith(p, env.options())
+	if errors.Is(err, trafficpolicy.ErrOtherProtocol) {
+		return nil, err // ngrok refuses it too: nothing edgeplane lacks
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%v (edgeplane does not apply it to traffic yet)", err)
 	}
@@ -298,7 +301,7 @@ func connTrafficPolicy(raw json.RawMessage, env BindEnv) (*enforce.ConnPolicy, e
 func (e BindEnv) options() enforce.PolicyOptions {
 	o := enforce.PolicyOptions{Endpoint: e.Endpoint, Log: e.Log, Outbound: e.outbound(), TerminateTLS: e.TerminateTLS}
 	if e.Env != nil {
-		o.WAF = e.Env.WAF
+		o.WAF, o.KeySets = e.Env.WAF, e.Env.KeySets
 		o.Internal = e.Env.Internal
 		o.SignIn = &enforce.SignInOptions{SessionKey: e.Env.SessionKey, OAuthApps: e.Env.OAuthApps, OAuthEndpoints: e.Env.OAuthEndpoints}
 	}

@@ -1,6 +1,7 @@
 package trafficpolicy
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -52,19 +53,21 @@ type Target struct {
 }
 
 // InternalURL checks and splits the URL of a forward-internal action in phase: http or https
-// in on_http_request, tcp or tls in on_tcp_connect, a host ending in ".internal", no path,
-// query or credentials.
+// in on_http_request; in on_tcp_connect any of ngrok's four (tcp, tls, http, https), since the
+// document does not know its endpoint's protocol, which the target's must share (SameProtocol,
+// checked where the policy is applied); a host ending in ".internal", no path, query or
+// credentials.
 func InternalURL(phase, s string) (Target, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return Target{}, fmt.Errorf("%q is not a URL: %v", s, err)
 	}
-	schemes := []string{"http", "https"}
 	if phase == OnTCPConnect {
-		schemes = []string{"tcp", "tls"}
-	}
-	if u.Scheme != schemes[0] && u.Scheme != schemes[1] {
-		return Target{}, fmt.Errorf("%q must be a %s:// or %s:// URL in %s", s, schemes[0], schemes[1], phase)
+		if u.Scheme != "tcp" && u.Scheme != "tls" && u.Scheme != "http" && u.Scheme != "https" {
+			return Target{}, fmt.Errorf("%q must be a tcp://, tls://, http:// or https:// URL in %s", s, phase)
+		}
+	} else if u.Scheme != "http" && u.Scheme != "https" {
+		return Target{}, fmt.Errorf("%q must be a http:// or https:// URL in %s", s, phase)
 	}
 	host := strings.ToLower(u.Hostname())
 	if !strings.HasSuffix(host, ".internal") || host == ".internal" {
@@ -87,4 +90,24 @@ func InternalURL(phase, s string) (Target, error) {
 		return Target{}, fmt.Errorf("%q must name a port", s)
 	}
 	return t, nil
+}
+
+// ErrOtherProtocol is SameProtocol's error: a refusal of what ngrok refuses too, not something
+// edgeplane does not apply yet.
+var ErrOtherProtocol = errors.New("the forward-internal action can't forward between endpoints that use different protocols")
+
+// SameProtocol checks that forward-internal's target speaks the protocol of the endpoint (or
+// edge) whose policy names it, as ngrok requires (its error 3502): from an http or https one,
+// an internal http or https endpoint; from a tcp or tls one, an internal tcp or tls endpoint.
+// from is the endpoint's protocol family, "http" or "tcp".
+func SameProtocol(from string, t Target) error {
+	http := t.Scheme == "http" || t.Scheme == "https"
+	if (from == "http") != http {
+		proto := "tcp or tls"
+		if from == "http" {
+			proto = "http or https"
+		}
+		return fmt.Errorf("%w: this endpoint is %s, and %s://%s is a %s endpoint", ErrOtherProtocol, proto, t.Scheme, t.Host, t.Scheme)
+	}
+	return nil
 }

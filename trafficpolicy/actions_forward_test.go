@@ -24,6 +24,7 @@ func TestForwardInternalConfig(t *testing.T) {
 		{req(`{"url":"https://api.internal","timeout":"1s"}`), `unknown field "timeout"`},
 		{`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"tcp://db.internal"}}]}]}`, "on_tcp_connect[0].actions[0].config.url: \"tcp://db.internal\" must name a port"},
 		{`{"on_http_response":[{"actions":[{"type":"forward-internal","config":{"url":"https://api.internal"}}]}]}`, "cannot be used in on_http_response"},
+		{`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"udp://db.internal:53"}}]}]}`, "must be a tcp://, tls://, http:// or https:// URL in on_tcp_connect"},
 	} {
 		if _, err := Parse(c.doc); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s:\n  %v\n  want %q", c.doc, err, c.want)
@@ -34,9 +35,22 @@ func TestForwardInternalConfig(t *testing.T) {
 		req(`{"url":"http://api.internal:8080/","on_error":"continue"}`),
 		req(`{"url":"https://${req.url.path.split('/')[1]}.internal","on_error":"halt"}`),
 		`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"tls://db.internal:5432"}}]}]}`,
+		// http and https in on_tcp_connect, for http and https endpoints (the endpoint decides
+		// which protocol its target must speak: SameProtocol).
+		`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"https://web.internal"}}]}]}`,
+		`{"on_tcp_connect":[{"actions":[{"type":"forward-internal","config":{"url":"http://web.internal:8080"}}]}]}`,
 	} {
 		if _, err := Parse(ok); err != nil {
 			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		from, scheme string
+		ok           bool
+	}{{"http", "https", true}, {"http", "http", true}, {"http", "tls", false}, {"http", "tcp", false}, {"tcp", "tls", true}, {"tcp", "tcp", true}, {"tcp", "https", false}} {
+		err := SameProtocol(c.from, Target{Scheme: c.scheme, Host: "x.internal"})
+		if (err == nil) != c.ok || err != nil && !strings.Contains(err.Error(), "different protocols") {
+			t.Errorf("SameProtocol(%s, %s): %v", c.from, c.scheme, err)
 		}
 	}
 	tg, err := InternalURL(OnHTTPRequest, "HTTP://API.Internal")

@@ -42,12 +42,16 @@ type sources struct {
 	req            *http.Request
 	received       time.Time
 	https          bool // the public scheme: https, else http
-	status         int32
-	resHeader      http.Header
-	endpoint       *Endpoint
-	tls            *tls.ConnectionState
-	conn           Conn
-	parts          *parts
+	// atConnect says the variables are on_tcp_connect's: conn.bytes_* are those of a
+	// connection just established, 0 each way. (Beside https, in its padding: the struct is
+	// allocated per request and must not grow a size class.)
+	atConnect bool
+	status    int32
+	resHeader http.Header
+	endpoint  *Endpoint
+	tls       *tls.ConnectionState
+	conn      Conn
+	parts     *parts
 	// sni is the ClientHello's server name, read as conn.tls.sni before the handshake ends.
 	sni string
 }
@@ -193,6 +197,10 @@ func SetConnStart(vars map[string]any, t time.Time) { sourcesOf(vars).connStart 
 // SetServerName gives conn.tls.sni the ClientHello's server name, for expressions evaluated
 // before the handshake is done (TLSSelector).
 func SetServerName(vars map[string]any, name string) { sourcesOf(vars).sni = name }
+
+// AtConnect marks the variables as on_tcp_connect's, taken when the connection is established
+// and before any byte of it is carried: conn.bytes_in and conn.bytes_out read 0.
+func AtConnect(vars map[string]any) { sourcesOf(vars).atConnect = true }
 
 // SetEndpoint gives the endpoint.* variables their endpoint.
 func SetEndpoint(vars map[string]any, e *Endpoint) { sourcesOf(vars).endpoint = e }

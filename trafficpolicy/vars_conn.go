@@ -105,7 +105,7 @@ func init() {
 }
 
 // notFingerprinted is why a connection has no JA4 fingerprint.
-const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (a connection made before the policy was in force, or a TCP or TLS endpoint's or edge's connection, is not)"
+const notFingerprinted = "this connection's ClientHello was not fingerprinted: edgeplane fingerprints those of TLS edges' and endpoints' connections and of HTTPS connections to an edge or endpoint whose policy reads the fingerprint, when the ClientHello is read (an HTTPS connection made before the policy was in force is not)"
 
 // connJA4 is the JA4 fingerprint of the connection's ClientHello, empty without TLS, or an
 // error when the listener did not fingerprint it: a rule comparing it must not take a connection
@@ -120,12 +120,16 @@ func connJA4(s *sources) any {
 }
 
 // notCounted is why a connection has no byte counts.
-const notCounted = "this connection's bytes are not counted: edgeplane counts those of HTTPS connections to an edge or endpoint whose policy reads them, from the handshake on (a connection made before the policy was in force, a plain HTTP, TCP or TLS connection is not counted)"
+const notCounted = "this connection's bytes are not counted: edgeplane counts those of every plain HTTP connection, and of HTTPS connections to an edge or endpoint whose policy reads them from the handshake on (this one was made before such a policy was in force)"
 
-// connBytes is the bytes read from (in) or written to the client so far on the connection, or
-// an error when the listener does not count them: a policy comparing them must not take a
-// connection it cannot measure as an empty one.
+// connBytes is the bytes read from (in) or written to the client so far on the connection (0
+// in on_tcp_connect, which runs as it is established), or an error when the listener does not
+// count them: a policy comparing them must not take a connection it cannot measure as an empty
+// one.
 func connBytes(s *sources, name string, in bool) any {
+	if s.atConnect {
+		return int64(0)
+	}
 	if s.conn != nil {
 		if i, o, ok := s.conn.Bytes(); ok {
 			if in {

@@ -228,7 +228,8 @@ func (counted) Bytes() (int64, int64, bool) { return 300, 4000, true }
 
 // TestConnBytesVariables: conn.bytes_in and conn.bytes_out are the listener's counts; on a
 // connection it does not count (or with no connection at all) reading them is an error naming
-// why, never 0, and a document reading them says so (Reads("conn.bytes")) for the listener.
+// why, never 0; in on_tcp_connect they are 0; a document reading them says so
+// (Reads("conn.bytes")) for the listener.
 func TestConnBytesVariables(t *testing.T) {
 	p, err := Parse(`{"on_http_request":[{"expressions":["conn.bytes_in == 300 && conn.bytes_out > 1000"],"actions":[{"type":"deny"}]}]}`)
 	if err != nil || p.Unavailable() != nil || !p.Reads("conn.bytes") {
@@ -247,6 +248,22 @@ func TestConnBytesVariables(t *testing.T) {
 		}
 		if _, err := p.OnHTTPRequest[0].Match(vars); err == nil || !strings.Contains(err.Error(), "conn.bytes_in: this connection's bytes are not counted") {
 			t.Errorf("%s: %v", what, err)
+		}
+	}
+	// In on_tcp_connect, which runs as the connection is established, they are 0 each way, with
+	// or without a counting listener.
+	atConnect, err := Parse(`{"on_tcp_connect":[{"expressions":["conn.bytes_in == 0 && conn.bytes_out == 0"],"actions":[{"type":"deny"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]Conn{"counted": counted{}, "not counted": servedBy{}, "no connection": nil} {
+		vars := ConnVars("192.0.2.1:1", "127.0.0.1:80")
+		AtConnect(vars)
+		if c != nil {
+			SetConn(vars, c)
+		}
+		if ok, err := atConnect.OnTCPConnect[0].Match(vars); !ok || err != nil {
+			t.Errorf("on_tcp_connect, %s: %v %v, want 0 and 0", what, ok, err)
 		}
 	}
 	other, _ := Parse(`{"on_http_request":[{"expressions":["conn.client_ip == '1.2.3.4'"],"actions":[{"type":"deny"}]}]}`)

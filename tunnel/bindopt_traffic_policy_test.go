@@ -85,7 +85,7 @@ func TestTrafficPolicyBindOption(t *testing.T) {
 			t.Errorf("%s on %s: HTTP stages %v", c.what, c.proto, chain.HTTP)
 		}
 		tun := &Tunnel{proto: c.proto, chain: chain, policy: policy}
-		if got := tun.AllowConn(conn, ""); got != c.want {
+		if got := tun.AllowConn(conn, nil); got != c.want {
 			t.Errorf("%s on %s: admitted %v, want %v", c.what, c.proto, got, c.want)
 		}
 	}

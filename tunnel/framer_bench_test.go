@@ -9,6 +9,8 @@ import (
 
 	"golang.ngrok.com/muxado/v2"
 	"golang.ngrok.com/muxado/v2/frame"
+
+	"github.com/edgeplane/edgeplane/internal/benchcpu"
 )
 
 // countingConn counts the writes on a TCP connection: one per TLS record, each a system call.
@@ -114,37 +116,51 @@ func benchStream(b *testing.B, srv, cli muxado.Session) (muxado.Stream, muxado.S
 
 // BenchmarkStreamWindow carries a download over one stream of a session pair over real TLS on
 // loopback (the agent's side writes 1 MiB per operation in 32 KiB writes, edgeplane's side,
-// with its framer, reads), with both sides configured for the same window. muxado announces no
+// with its framer, reads), with both sides configured for the same window; writes/MiB is the
+// number of edgeplane's writes (its window credit) per MiB. muxado announces no
 // window (each side assumes its own for its peer), so the agents' fixed 256 KiB is what a
 // tunnel gets; the larger windows show what that costs a bulk transfer (docs/performance.md).
 func BenchmarkStreamWindow(b *testing.B) {
 	for _, w := range []uint32{256 << 10, 1 << 20, 4 << 20} {
-		b.Run(fmt.Sprintf("window-%dKiB", w>>10), func(b *testing.B) {
-			sc, cc := tlsPair(b, nil)
-			srv := muxado.Server(sc, &muxado.Config{NewFramer: newSingleWriteFramer, MaxWindowSize: w})
-			cli := muxado.Client(cc, &muxado.Config{MaxWindowSize: w})
-			b.Cleanup(func() { srv.Close(); cli.Close() })
-			// The agent opens no streams to edgeplane for traffic; edgeplane opens them and the
-			// agent writes the response: open from srv, write from cli.
-			st, peer := benchStream(b, srv, cli)
-			done := make(chan error, 1)
-			go func() {
-				_, err := io.CopyBuffer(io.Discard, io.LimitReader(st, int64(b.N)<<20), make([]byte, 32<<10))
-				done <- err
-			}()
-			chunk := make([]byte, 32<<10)
-			b.SetBytes(1 << 20)
-			b.ResetTimer()
-			for range b.N {
-				for range (1 << 20) / len(chunk) {
-					if _, err := peer.Write(chunk); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			if err := <-done; err != nil {
+		b.Run(fmt.Sprintf("window-%dKiB", w>>10), func(b *testing.B) { benchStreamWindow(b, w, 32<<10) })
+	}
+	for _, rd := range []int{64 << 10, 128 << 10} {
+		b.Run(fmt.Sprintf("window-256KiB-read-%dKiB", rd>>10), func(b *testing.B) { benchStreamWindow(b, 256<<10, rd) })
+	}
+}
+
+// benchStreamWindow is BenchmarkStreamWindow with window w, edgeplane's side reading into a
+// buffer of rd bytes.
+func benchStreamWindow(b *testing.B, w uint32, rd int) {
+	var cnt *countingConn
+	sc, cc := tlsPair(b, func(c net.Conn) net.Conn { cnt = &countingConn{Conn: c}; return cnt })
+	srv := muxado.Server(sc, &muxado.Config{NewFramer: newSingleWriteFramer, MaxWindowSize: w})
+	cli := muxado.Client(cc, &muxado.Config{MaxWindowSize: w})
+	b.Cleanup(func() { srv.Close(); cli.Close() })
+	// The agent opens no streams to edgeplane for traffic; edgeplane opens them and the
+	// agent writes the response: open from srv, write from cli.
+	st, peer := benchStream(b, srv, cli)
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.CopyBuffer(io.Discard, io.LimitReader(st, int64(b.N)<<20), make([]byte, rd))
+		done <- err
+	}()
+	chunk := make([]byte, 32<<10)
+	b.SetBytes(1 << 20)
+	cnt.writes.Store(0)
+	b.ResetTimer()
+	benchcpu.PerOp(b)
+	for range b.N {
+		for range (1 << 20) / len(chunk) {
+			if _, err := peer.Write(chunk); err != nil {
 				b.Fatal(err)
 			}
-		})
+		}
 	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	// edgeplane's writes are its window credit: each a TLS record and a system call
+	// here, and a record for the agent to read.
+	b.ReportMetric(float64(cnt.writes.Load())/float64(b.N), "writes/MiB")
 }

@@ -97,7 +97,7 @@ func TestRemoteTunnelFailsClosed(t *testing.T) {
 			t.Fatalf("row %s built without complaint", row.ID)
 		}
 		c1, c2 := net.Pipe()
-		if r.AllowConn(c1, "") {
+		if r.AllowConn(c1, nil) {
 			t.Errorf("row %s admits connections", row.ID)
 		}
 		c1.Close()

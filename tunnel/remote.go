@@ -25,7 +25,7 @@ type Endpoint interface {
 	AccountID() string
 	Chain() *enforce.Chain
 	HTTPHandler(build func() http.Handler) http.Handler
-	DecideConn(c net.Conn, serverName string) enforce.ConnVerdict
+	DecideConn(c net.Conn, hello *enforce.TLSHello) enforce.ConnVerdict
 	Passthrough() bool
 	TLSFor(h plan.Hello) (plan.ConnTLS, error)
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
@@ -112,13 +112,13 @@ func (r *remoteTunnel) HTTPHandler(build func() http.Handler) http.Handler {
 }
 
 // AllowConn runs the connection stages as Tunnel.AllowConn does; a broken row admits nothing.
-func (r *remoteTunnel) AllowConn(c net.Conn, serverName string) bool {
-	v := r.DecideConn(c, serverName)
+func (r *remoteTunnel) AllowConn(c net.Conn, hello *enforce.TLSHello) bool {
+	v := r.DecideConn(c, hello)
 	return v.Allow && v.Forward == nil
 }
 
 // DecideConn runs the connection stages as Tunnel.DecideConn does; a broken row admits nothing.
-func (r *remoteTunnel) DecideConn(c net.Conn, serverName string) enforce.ConnVerdict {
+func (r *remoteTunnel) DecideConn(c net.Conn, hello *enforce.TLSHello) enforce.ConnVerdict {
 	if r.broken != "" {
 		return enforce.ConnVerdict{}
 	}
@@ -126,7 +126,7 @@ func (r *remoteTunnel) DecideConn(c net.Conn, serverName string) enforce.ConnVer
 	if !r.mods.chain.AllowConn(client.Addr().Unmap()) {
 		return enforce.ConnVerdict{}
 	}
-	return r.mods.policy.Decide(c.RemoteAddr(), c.LocalAddr(), serverName)
+	return r.mods.policy.Decide(c.RemoteAddr(), c.LocalAddr(), hello)
 }
 
 func (r *remoteTunnel) Passthrough() bool { return r.mods.passthrough }

@@ -158,7 +158,7 @@ func (g *Gateway) serveTCP(addr string, c net.Conn) {
 		g.cfg.CarryTCP(c, t, addr)
 		return
 	}
-	if v := t.DecideConn(c, ""); !v.Allow || v.Forward != nil { // no listener here to forward it
+	if v := t.DecideConn(c, nil); !v.Allow || v.Forward != nil { // no listener here to forward it
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)

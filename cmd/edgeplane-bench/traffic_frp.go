@@ -140,8 +140,12 @@ func (b *trafficRunner) frpBulk(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			before := cpuOf(p.middle)
 			t := bulkTransfer(ctx, p, false, frpBulkSize, nil)
-			logf("frp pair %d: download %-34s %s: %.0f MB/s %v", i+1, p.name, fmtSize(frpBulkSize), t.mbps(), t.err)
+			for j, c := range cpuOf(p.middle) {
+				t.cpu += c - before[j]
+			}
+			logf("frp pair %d: download %-34s %s: %.0f MB/s, CPU %.0f µs/MB %v", i+1, p.name, fmtSize(frpBulkSize), t.mbps(), t.cpuPerMB(), t.err)
 			if p == ours {
 				pair[0] = t
 			} else {

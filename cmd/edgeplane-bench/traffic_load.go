@@ -157,6 +157,17 @@ type transfer struct {
 	// rss and peak are edgeplane's RSS before the transfer and its peak during it (zero for the
 	// paths without edgeplane).
 	rss, peak int64
+	// cpu is the CPU time the path's middle processes spent during the transfer (the frp pairs
+	// only): the steadiest figure of a transfer on a busy machine.
+	cpu time.Duration
+}
+
+// cpuPerMB is the middle processes' CPU time per MB moved, in microseconds (0 when not known).
+func (t transfer) cpuPerMB() float64 {
+	if t.err != nil || t.bytes <= 0 {
+		return 0
+	}
+	return float64(t.cpu.Microseconds()) / (float64(t.bytes) / 1e6)
 }
 
 func (t transfer) mbps() float64 {

@@ -44,6 +44,7 @@ type dataPlaneFlags struct {
 	outboundCA                                          *string
 	outbound                                            *outboundFlags
 	oauthApps, oauthEndpoints                           *listFlag
+	bindSignIn                                          *bindSignInFlags
 	acme                                                *acmeFlags
 	dns                                                 *dnsFlags
 	peer                                                *peerFlags
@@ -106,12 +107,13 @@ func addDataPlaneFlags(fs *flag.FlagSet) *dataPlaneFlags {
 			"managed OAuth application PROVIDER=CLIENT_ID:CLIENT_SECRET serving oauth modules without their own client; repeatable (env EDGEPLANE_OAUTH_APPS, comma-separated)"),
 		oauthEndpoints: newListFlag(fs, "oauth-endpoints", "EDGEPLANE_OAUTH_ENDPOINTS", ";",
 			"override an OAuth provider's endpoints: PROVIDER=AUTHORIZE_URL,TOKEN_URL,USERINFO_URL (https); repeatable (env EDGEPLANE_OAUTH_ENDPOINTS, semicolon-separated)"),
-		outbound: addOutboundFlags(fs),
-		acme:     addACMEFlags(fs),
-		iso:      addIsolationFlags(fs),
-		dns:      addDNSFlags(fs),
-		peer:     addPeerFlags(fs),
-		fs:       fs,
+		bindSignIn: addBindSignInFlags(fs),
+		outbound:   addOutboundFlags(fs),
+		acme:       addACMEFlags(fs),
+		iso:        addIsolationFlags(fs),
+		dns:        addDNSFlags(fs),
+		peer:       addPeerFlags(fs),
+		fs:         fs,
 	}
 }
 
@@ -149,6 +151,7 @@ type dataPlane struct {
 	outboundAllowPrivate bool
 	oauthApps            map[string]enforce.OAuthApp
 	oauthEndpoints       map[string]enforce.OAuthEndpoints
+	bindSignIn           plan.BindSignInLimits
 	gw                   *tunnel.Gateway
 	pub                  *ingress.Server
 	planner              *plan.Planner
@@ -218,6 +221,9 @@ func (f *dataPlaneFlags) listen(set *socketSet) (*dataPlane, error) {
 		return nil, err
 	}
 	if d.oauthEndpoints, err = parseOAuthEndpoints(f.oauthEndpoints.values); err != nil {
+		return nil, err
+	}
+	if d.bindSignIn, err = f.bindSignIn.limits(); err != nil {
 		return nil, err
 	}
 	if (*f.agentCert == "") != (*f.agentKey == "") {
@@ -371,6 +377,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		return err
 	}
 	env.OAuthApps, env.OAuthEndpoints = d.oauthApps, d.oauthEndpoints
+	env.BindSignIn = d.bindSignIn
 	env.PolicyLog = d.policyLog
 	env.WAF = d.waf
 	d.gw = tunnel.New(tunnel.Config{

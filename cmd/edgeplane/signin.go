@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
-// The sign-in modules' operator settings: the managed OAuth applications (--oauth-app) and the
-// overrides of the OAuth providers' endpoints (--oauth-endpoints).
+// The sign-in modules' operator settings: the managed OAuth applications (--oauth-app), the
+// overrides of the OAuth providers' endpoints (--oauth-endpoints), and the limits on agents'
+// sign-in bind options' sessions (--bind-sign-in-*).
 
 // listFlag is a repeatable flag whose values start from an environment variable's list: given
 // on the command line, the flags replace the variable's entries.
@@ -91,4 +94,44 @@ func parseOAuthEndpoints(entries []string) (map[string]enforce.OAuthEndpoints, e
 		out[prov] = ep
 	}
 	return out, nil
+}
+
+// bindSignInFlags are the operator's limits on the sign-in sessions of agents' oauth and oidc
+// bind options. ngrok's bind options carry no session duration, inactivity timeout or re-check
+// interval (an edge module and a traffic policy action do), so without these flags such a
+// session would last as long as its cookie's browser kept it.
+type bindSignInFlags struct {
+	maxDuration, idleTimeout, checkInterval *string
+}
+
+func addBindSignInFlags(fs *flag.FlagSet) *bindSignInFlags {
+	return &bindSignInFlags{
+		maxDuration: fs.String("bind-sign-in-max-duration", env("EDGEPLANE_BIND_SIGN_IN_MAX_DURATION", "0"),
+			"longest a sign-in session of an agent's oauth or oidc bind option lasts, active or not; 0 for no limit (env EDGEPLANE_BIND_SIGN_IN_MAX_DURATION)"),
+		idleTimeout: fs.String("bind-sign-in-idle-timeout", env("EDGEPLANE_BIND_SIGN_IN_IDLE_TIMEOUT", "0"),
+			"a sign-in session of an agent's oauth or oidc bind option unused this long ends; 0 for no limit (env EDGEPLANE_BIND_SIGN_IN_IDLE_TIMEOUT)"),
+		checkInterval: fs.String("bind-sign-in-check-interval", env("EDGEPLANE_BIND_SIGN_IN_CHECK_INTERVAL", "0"),
+			"a sign-in session of an agent's oauth or oidc bind option is checked with the provider again this often; 0 never (env EDGEPLANE_BIND_SIGN_IN_CHECK_INTERVAL)"),
+	}
+}
+
+// limits parses the flags. Each is 0 or a whole number of seconds from 1s to 8760h, the range a
+// traffic policy's sign-in durations take: sessions keep their times in seconds.
+func (f *bindSignInFlags) limits() (plan.BindSignInLimits, error) {
+	var l plan.BindSignInLimits
+	for _, c := range []struct {
+		name, v string
+		to      *time.Duration
+	}{
+		{"bind-sign-in-max-duration", *f.maxDuration, &l.MaxDuration},
+		{"bind-sign-in-idle-timeout", *f.idleTimeout, &l.IdleTimeout},
+		{"bind-sign-in-check-interval", *f.checkInterval, &l.CheckInterval},
+	} {
+		d, err := time.ParseDuration(c.v)
+		if err != nil || (d != 0 && (d < time.Second || d > 8760*time.Hour || d%time.Second != 0)) {
+			return l, fmt.Errorf("--%s must be 0 or a whole number of seconds from 1s to 8760h, like 12h, got %q", c.name, c.v)
+		}
+		*c.to = d
+	}
+	return l, nil
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOAuthFlags: --oauth-app and --oauth-endpoints parse, replace their environment variables'
@@ -40,6 +41,37 @@ func TestOAuthFlags(t *testing.T) {
 	for _, bad := range [][]string{{"github=https://a/x,https://a/y"}, {"github=http://a/x,https://a/y,https://a/z"}, {"nope=https://a/x,https://a/y,https://a/z"}} {
 		if _, err := parseOAuthEndpoints(bad); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestBindSignInFlags: the --bind-sign-in-* limits read their environment variables, take 0 or
+// whole seconds from 1s to 8760h, and refuse anything else naming the flag.
+func TestBindSignInFlags(t *testing.T) {
+	t.Setenv("EDGEPLANE_BIND_SIGN_IN_IDLE_TIMEOUT", "30m")
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	f := addBindSignInFlags(fs)
+	if err := fs.Parse([]string{"--bind-sign-in-max-duration", "12h"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.limits()
+	if err != nil || l.MaxDuration != 12*time.Hour || l.IdleTimeout != 30*time.Minute || l.CheckInterval != 0 {
+		t.Fatalf("limits %+v, %v", l, err)
+	}
+	for _, c := range []struct{ flag, value string }{
+		{"bind-sign-in-max-duration", "-1s"},
+		{"bind-sign-in-idle-timeout", "500ms"},
+		{"bind-sign-in-check-interval", "1.5s"},
+		{"bind-sign-in-max-duration", "8761h"},
+		{"bind-sign-in-idle-timeout", "soon"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := addBindSignInFlags(fs)
+		if err := fs.Parse([]string{"--" + c.flag, c.value}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.limits(); err == nil || !strings.Contains(err.Error(), "--"+c.flag) {
+			t.Errorf("--%s %s: %v, want a refusal naming the flag", c.flag, c.value, err)
 		}
 	}
 }

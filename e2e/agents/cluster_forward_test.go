@@ -69,3 +69,37 @@ func TestClusterForwardInternalTCP(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterForwardInternalOnTCPConnect: forward-internal in an http endpoint's
+// on_tcp_connect reaches an internal http endpoint whose agent is on another replica. A's
+// http://web.internal is on the first replica, B's of the same name on the third; each
+// account's public http endpoint (on the second) forwards its connections there: a request
+// through any replica's HTTP listener is served by the account's own internal endpoint, never
+// the other's.
+func TestClusterForwardInternalOnTCPConnect(t *testing.T) {
+	c := startCluster(t)
+	b := c.lb.asAccount("team-b")
+	// asB is a replica's world with B's API key: its binds are B's, on that replica.
+	asB := func(r *clusterReplica) *world {
+		w := *r.world
+		w.token = b.token
+		return &w
+	}
+	r1, r2, r3 := c.replicas[0], c.replicas[1], c.replicas[2]
+	internalBindAs(t, r1.world, config.SchemeHTTP, "web.internal", "internal-a")
+	internalBindAs(t, asB(r3), config.SchemeHTTP, "web.internal", "internal-b")
+	for name, w := range map[string]*world{"tcc-a.edgeplane.app": r2.world, "tcc-b.edgeplane.app": asB(r2)} {
+		if err := publicForwardAs(t, w, config.SchemeHTTP, name, connectForward("http://web.internal", "")); err != nil {
+			t.Fatalf("bind %s: %v", name, err)
+		}
+	}
+	for _, r := range c.replicas {
+		hc := r.httpClient()
+		for host, want := range map[string]string{"tcc-a.edgeplane.app": "who=internal-a user= body=", "tcc-b.edgeplane.app": "who=internal-b user= body="} {
+			eventually(t, 3*time.Second, r.ip+": "+host+" reaches "+want, func() bool {
+				resp, body, err := try(hc, "GET", "http://"+host+"/teapot", nil)
+				return err == nil && resp.StatusCode == 200 && string(body) == want && resp.Header.Get("x-public") == ""
+			})
+		}
+	}
+}

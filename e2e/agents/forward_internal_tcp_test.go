@@ -214,7 +214,7 @@ func TestForwardInternalTCP(t *testing.T) {
 	// Refusals. The API names the field; an agent's bind gets ERR_NGROK_301 naming it (on B's
 	// session: A has no TCP port left).
 	var e apiError
-	for _, url := range []string{"http://db.internal", "tcp://db.internal", "tcp://db.example.com:1"} {
+	for _, url := range []string{"udp://db.internal:53", "tcp://db.internal", "tcp://db.example.com:1"} {
 		if st := wa.call("PUT", "/edges/tcp/"+edge+"/traffic_policy", map[string]any{"value": fwd(url, "")}, &e); st != 400 || e.ErrorCode != "ERR_NGROK_215" ||
 			!strings.Contains(e.Msg, "on_tcp_connect[0].actions[0].config.url:") {
 			t.Errorf("PUT forward-internal to %s in on_tcp_connect: %d %s %q, want 400 ERR_NGROK_215 naming the url", url, st, e.ErrorCode, e.Msg)
@@ -227,7 +227,7 @@ func TestForwardInternalTCP(t *testing.T) {
 		says string
 	}{
 		"a bad url":                  {sessB, config.TCPEndpoint(config.WithTrafficPolicy(fwd("http://db.internal", ""))), "ERR_NGROK_301", "config.url"},
-		"on_tcp_connect on http":     {sessA, config.HTTPEndpoint(config.WithDomain("fi-http.edgeplane.app"), config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(fwd(dbURL, ""))), "ERR_NGROK_301", "HTTP ones"},
+		"on_tcp_connect on http":     {sessA, config.HTTPEndpoint(config.WithDomain("fi-http.edgeplane.app"), config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(fwd(dbURL, ""))), "ERR_NGROK_301", "different protocols"},
 		"an internal tcp, no port":   {sessA, config.TCPEndpoint(config.WithURL("tcp://noport.internal")), "ERR_NGROK_326", "names no port"},
 		"public binding, internal":   {sessA, config.TCPEndpoint(config.WithURL(dbURL), config.WithBindings("public")), "ERR_NGROK_9029", "internal"},
 		"internal binding, public":   {sessA, config.TLSEndpoint(config.WithDomain("x.edgeplane.app"), config.WithBindings("internal")), "ERR_NGROK_9029", "internal"},

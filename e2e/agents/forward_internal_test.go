@@ -13,14 +13,20 @@ import (
 // policy tells the upstream (actionsUpstream) who served it, in X-Who.
 func internalBind(t *testing.T, w *world, name, who string) {
 	t.Helper()
+	internalBindAs(t, w, config.SchemeHTTP, name, who)
+}
+
+// internalBindAs is internalBind of an internal endpoint of scheme (http or https).
+func internalBindAs(t *testing.T, w *world, scheme config.Scheme, name, who string) {
+	t.Helper()
 	_, token := w.credential()
 	tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name),
-		config.WithScheme(config.SchemeHTTP), config.WithBindings("internal"),
+		config.WithScheme(scheme), config.WithBindings("internal"),
 		config.WithTrafficPolicy(`{"on_http_request":[{"actions":[{"type":"add-headers","config":{"headers":{"x-who":"`+who+`"}}}]}]}`)))
 	if err != nil {
 		t.Fatalf("internal bind %s: %v", name, err)
 	}
-	if tun.URL() != "http://"+name {
+	if tun.URL() != string(scheme)+"://"+name {
 		t.Errorf("internal bind's URL: %q", tun.URL())
 	}
 	serveTunnel(t, tun, actionsUpstream)
@@ -29,9 +35,15 @@ func internalBind(t *testing.T, w *world, name, who string) {
 // publicForward binds, in w's account, a public http endpoint on name whose policy is doc.
 func publicForward(t *testing.T, w *world, name, doc string) error {
 	t.Helper()
+	return publicForwardAs(t, w, config.SchemeHTTP, name, doc)
+}
+
+// publicForwardAs is publicForward of a public endpoint of scheme (http or https).
+func publicForwardAs(t *testing.T, w *world, scheme config.Scheme, name, doc string) error {
+	t.Helper()
 	_, token := w.credential()
 	tun, err := w.mustConnect(token).Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name),
-		config.WithScheme(config.SchemeHTTP), config.WithTrafficPolicy(doc)))
+		config.WithScheme(scheme), config.WithTrafficPolicy(doc)))
 	if err != nil {
 		return err
 	}
