@@ -52,6 +52,12 @@ var fastTiming = timing{handshake: 5 * time.Second, header: 300 * time.Milliseco
 	interval: heartbeatInterval, heartbeat: heartbeatTimeout, backoffMin: 50 * time.Millisecond,
 	backoffMax: 200 * time.Millisecond}
 
+// bulkTiming is fastTiming with a heartbeat timeout no test run reaches, for the tests of what
+// a link carries (integrity, fairness between streams) rather than of how it fails: on a loaded
+// two-core machine their megabytes of transfers, slowed many times over, once left a link
+// quiet for the real 3 s, and a link taken for dead fails every stream the test checks.
+var bulkTiming = func() timing { t := fastTiming; t.heartbeat = time.Minute; return t }()
+
 // node is one replica's link, listening on loopback, with its agents.
 type node struct {
 	id     string

@@ -104,7 +104,7 @@ func TestThreeReplicas(t *testing.T) {
 // the window), each writing and reading at once, all come back intact with their half-close.
 func TestManyStreamsIntegrity(t *testing.T) {
 	ca := newTestCA(t)
-	a, b := newNode(t, ca, "rep_a", nodeOpts{}), newNode(t, ca, "rep_b", nodeOpts{})
+	a, b := newNode(t, ca, "rep_a", nodeOpts{timing: bulkTiming}), newNode(t, ca, "rep_b", nodeOpts{timing: bulkTiming})
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 34 {
@@ -158,7 +158,7 @@ func TestManyStreamsIntegrity(t *testing.T) {
 // megabytes meanwhile.
 func TestSlowStreamDoesNotStallOthers(t *testing.T) {
 	ca := newTestCA(t)
-	a, b := newNode(t, ca, "rep_a", nodeOpts{}), newNode(t, ca, "rep_b", nodeOpts{})
+	a, b := newNode(t, ca, "rep_a", nodeOpts{timing: bulkTiming}), newNode(t, ca, "rep_b", nodeOpts{timing: bulkTiming})
 
 	stalled := a.dial(t, b, "tn_stall")
 	var written atomic.Int64
