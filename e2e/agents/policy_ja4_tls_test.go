@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -12,8 +11,6 @@ import (
 
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
-
-	"github.com/edgeplane/edgeplane/internal/acceptguard"
 )
 
 // TestTrafficPolicyJA4OnTLSBind: the on_tcp_connect rules of an agent's tls bind read
@@ -28,7 +25,6 @@ import (
 func TestTrafficPolicyJA4OnTLSBind(t *testing.T) {
 	wa := start(t, "--tcp-addr-host", "127.0.0.1", "--tcp-port-range", "29000-29999")
 	wb := wa.asAccount("tenant-b")
-	ctx := context.Background()
 
 	clientTLS := func(name string, version uint16) *tls.Config {
 		return &tls.Config{ServerName: name, InsecureSkipVerify: true, MinVersion: version, MaxVersion: version}
@@ -46,36 +42,8 @@ func TestTrafficPolicyJA4OnTLSBind(t *testing.T) {
 		t.Fatalf("the clients' fingerprints as the test's listener reads them: %q and %q", fp13, fp12)
 	}
 
-	// listen binds opts on sess and answers "echo "+5 bytes on each connection (over the
-	// agent's own TLS when cert is set); seen counts the connections the agent got.
 	listen := func(sess ngrok.Session, opts config.Tunnel, cert *tls.Certificate) (string, *atomic.Int32) {
-		t.Helper()
-		tun, err := sess.Listen(ctx, opts)
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		t.Cleanup(func() { tun.Close() })
-		seen := &atomic.Int32{}
-		go func() {
-			for {
-				c, err := acceptguard.Listener{Listener: tun}.Accept()
-				if err != nil {
-					return
-				}
-				seen.Add(1)
-				go func() {
-					if cert != nil {
-						c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
-					}
-					defer c.Close()
-					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-					buf := make([]byte, 5)
-					_, _ = io.ReadFull(c, buf)
-					_, _ = c.Write(append([]byte("echo "), buf...))
-				}()
-			}
-		}()
-		return tun.URL(), seen
+		return listenEcho(t, sess, opts, cert)
 	}
 	talk := func(c net.Conn) string {
 		defer c.Close()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeplane/edgeplane/internal/acceptguard"
 
+	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
 
@@ -273,35 +274,8 @@ func TestTrafficPolicyOnAgentTCPAndTLSBinds(t *testing.T) {
 	sess := w.mustConnect(token)
 	ctx := context.Background()
 
-	// listen binds opts and answers "echo "+5 bytes on each connection (over the agent's own TLS
-	// when cert is set); seen counts the connections the agent got.
 	listen := func(opts config.Tunnel, cert *tls.Certificate) (string, *atomic.Int32) {
-		t.Helper()
-		tun, err := sess.Listen(ctx, opts)
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		t.Cleanup(func() { tun.Close() })
-		seen := &atomic.Int32{}
-		go func() {
-			for {
-				c, err := acceptguard.Listener{Listener: tun}.Accept()
-				if err != nil {
-					return
-				}
-				seen.Add(1)
-				go func() {
-					if cert != nil {
-						c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
-					}
-					defer c.Close()
-					buf := make([]byte, 5)
-					_, _ = io.ReadFull(c, buf)
-					_, _ = c.Write(append([]byte("echo "), buf...))
-				}()
-			}
-		}()
-		return tun.URL(), seen
+		return listenEcho(t, sess, opts, cert)
 	}
 	talk := func(url string) string {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "tcp://"), 10*time.Second)
@@ -521,4 +495,36 @@ on_http_request:
 	if st, _, h := get(t, hc, "http://jwt.edgeplane.app/"); st != 401 || h.Get("ngrok-error-code") != "ERR_NGROK_3406" {
 		t.Errorf("a bind's jwt-validation without a token: %d %v", st, h)
 	}
+}
+
+// listenEcho binds opts on sess and answers "echo "+5 bytes on each connection (over the agent's
+// own TLS when cert is set), within 10 s; seen counts the connections the agent got.
+func listenEcho(t *testing.T, sess ngrok.Session, opts config.Tunnel, cert *tls.Certificate) (url string, seen *atomic.Int32) {
+	t.Helper()
+	tun, err := sess.Listen(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { tun.Close() })
+	seen = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := acceptguard.Listener{Listener: tun}.Accept()
+			if err != nil {
+				return
+			}
+			seen.Add(1)
+			go func() {
+				if cert != nil {
+					c = tls.Server(c, &tls.Config{Certificates: []tls.Certificate{*cert}})
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				buf := make([]byte, 5)
+				_, _ = io.ReadFull(c, buf)
+				_, _ = c.Write(append([]byte("echo "), buf...))
+			}()
+		}
+	}()
+	return tun.URL(), seen
 }
