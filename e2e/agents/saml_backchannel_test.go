@@ -62,14 +62,7 @@ func soapLogout(t *testing.T, c *http.Client, idp *samltest.IdP, key crypto.Sign
 func TestSAMLSOAPLogoutAccounts(t *testing.T) {
 	a := start(t)
 	b := a.asAccount("team-b")
-	idp := samltest.NewIdP(t, func(id string) ([]byte, error) {
-		resp, err := a.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
-	})
+	idp := a.newIdP(t)
 	idp.OnlySPLogoutBinding(saml.SOAPBinding)
 	idp.IDP.HTTPClient = a.samlBrowser() // reaches the routes' SLO URLs on edgeplane's listener
 	idp.SetUser(&samltest.User{NameID: "alice"})

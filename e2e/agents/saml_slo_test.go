@@ -9,7 +9,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -54,14 +53,7 @@ func (w *world) samlRoute(t *testing.T, idp *samltest.IdP, host, name string) st
 func TestSAMLSingleLogout(t *testing.T) {
 	a := start(t)
 	b := a.asAccount("team-b")
-	idp := samltest.NewIdP(t, func(id string) ([]byte, error) {
-		resp, err := a.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
-	})
+	idp := a.newIdP(t)
 	idp.SetUser(&samltest.User{NameID: "alice"})
 	sloA := a.samlRoute(t, idp, "slo-a.example.com", "team-a")
 	b.samlRoute(t, idp, "slo-b.example.com", "team-b")

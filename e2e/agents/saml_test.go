@@ -18,6 +18,18 @@ import (
 	"golang.ngrok.com/ngrok/config"
 )
 
+// newIdP is a test IdP that reads the service providers' metadata through w's listener.
+func (w *world) newIdP(t *testing.T) *samltest.IdP {
+	return samltest.NewIdP(t, func(id string) ([]byte, error) {
+		resp, err := w.samlBrowser().Get(id)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	})
+}
+
 // samlBrowser is a browser with a cookie jar: names under example.com reach edgeplane's TLS
 // listener (trusting its CA), every other address (the IdP) is dialed as it is.
 func (w *world) samlBrowser() *http.Client {
@@ -59,14 +71,7 @@ func TestSAMLSignIn(t *testing.T) {
 		"backend": map[string]any{"backend_id": group}})
 
 	browser := w.samlBrowser()
-	idp := samltest.NewIdP(t, func(id string) ([]byte, error) {
-		resp, err := w.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
-	})
+	idp := w.newIdP(t)
 	var m struct {
 		EntityID string `json:"entity_id"`
 		ACS      string `json:"assertion_consumer_service_url"`
