@@ -128,8 +128,14 @@ func TestTerminateTLSOnEdges(t *testing.T) {
 		t.Errorf("refused clients reached A's backend (%d connections)", n-before)
 	}
 
-	// The second edge: terminate-tls on tte-y only; tte-x keeps its module's TLS.
-	line, st, err := tlsTalk(wa, "", &tls.Config{ServerName: "tte-x.example.com", RootCAs: wa.ca, MaxVersion: tls.VersionTLS12})
+	// The second edge: terminate-tls on tte-y only; tte-x keeps its module's TLS. It may reach
+	// the plan after the first (until then its reserved name's HTTPS answers a plain line 400),
+	// so it is waited for by its own answer.
+	var err error
+	eventually(t, 5*time.Second, "the second edge carries tte-x", func() bool {
+		line, st, err = tlsTalk(wa, "", &tls.Config{ServerName: "tte-x.example.com", RootCAs: wa.ca, MaxVersion: tls.VersionTLS12})
+		return line == plainHello
+	})
 	if err != nil || line != plainHello || st.Version != tls.VersionTLS12 {
 		t.Errorf("tte-x (no rule matches): %q %v, version %x", line, err, st.Version)
 	}
@@ -243,8 +249,15 @@ func TestTerminateTLSOnEdges(t *testing.T) {
 	if code, _, err := getEdge(wa, &tls.Config{ServerName: "tth-a.example.com", RootCAs: ca.pool}); err == nil {
 		t.Errorf("A's HTTPS edge answered a client without a certificate: %d", code)
 	}
-	if code, st, err := getEdge(wb, &tls.Config{ServerName: "tth-b.example.com", RootCAs: wb.ca, MaxVersion: tls.VersionTLS12}); err != nil || code != 200 || st.Version != tls.VersionTLS12 {
-		t.Errorf("B's HTTPS edge: %d %x %v", code, st.Version, err)
+	// B's edge may reach the plan after A's: waited for by its route's answer.
+	var codeB int
+	var stB tls.ConnectionState
+	eventually(t, 5*time.Second, "B's HTTPS edge answers", func() bool {
+		codeB, stB, err = getEdge(wb, &tls.Config{ServerName: "tth-b.example.com", RootCAs: wb.ca, MaxVersion: tls.VersionTLS12})
+		return codeB == 200
+	})
+	if err != nil || codeB != 200 || stB.Version != tls.VersionTLS12 {
+		t.Errorf("B's HTTPS edge: %d %x %v", codeB, stB.Version, err)
 	}
 
 	// Refusals.
