@@ -14,6 +14,7 @@ import (
 	"net/textproto"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -345,6 +346,8 @@ type streamExchange struct {
 	continued chan bool
 	awaiting  bool
 	ctx       context.Context
+	// responded is set once a final answer's headers are read.
+	responded atomic.Bool
 }
 
 func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
@@ -360,7 +363,16 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 			x.awaiting = true
 		}
 		x.wrote = make(chan error, 1)
-		go func() { x.wrote <- x.write() }()
+		go func() {
+			err := x.write()
+			x.wrote <- err
+			if err != nil && !x.responded.Load() {
+				// A body that could not be sent whole (the client's was cut or malformed)
+				// ends the exchange, as with the Transport, rather than leave the agent
+				// waiting for the rest; after the answer's headers, the answer is let be.
+				sc.close()
+			}
+		}()
 	}
 	resp, err := x.readResponse()
 	if err != nil {
@@ -456,6 +468,7 @@ func (x *streamExchange) readResponse() (*http.Response, error) {
 			}
 			continue
 		}
+		x.responded.Store(true)
 		if x.awaiting {
 			// Answered before the body was asked for (or before the wait for it ended): a
 			// body not yet sent is not, and the stream, whose agent may still expect it, is

@@ -348,6 +348,32 @@ func TestStreamTripRequestBodies(t *testing.T) {
 	}
 }
 
+// TestStreamTripBadBody: a request body that breaks off (a malformed chunk) ends the exchange
+// with a 502 ERR_NGROK_8012 instead of leaving the upstream, and the client, waiting for the
+// rest; the other account's requests on the same public connection are not disturbed before.
+func TestStreamTripBadBody(t *testing.T) {
+	h := func(name string) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			n, err := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(rw, "%s %d %v", name, n, err)
+		})
+	}
+	w := newTripWorld(t, h("A"), h("B"))
+	pc := w.dial(t)
+	if st, _, body := pc.get(t, "b.example.com", "/"); st != 200 || body != "B 0 <nil>" {
+		t.Fatalf("B: %d %q", st, body)
+	}
+	fmt.Fprintf(pc.c, "POST /upload HTTP/1.1\r\nHost: a.example.com\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")
+	resp, err := http.ReadResponse(pc.br, nil)
+	if err != nil {
+		t.Fatalf("answer to a malformed body: %v", err)
+	}
+	if resp.StatusCode != 502 || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_8012" {
+		t.Fatalf("malformed body: %d %s, want 502 ERR_NGROK_8012", resp.StatusCode, resp.Header.Get("ngrok-error-code"))
+	}
+	waitFor(t, "A's stream closed", func() bool { return w.a.closes.Load() == 1 })
+}
+
 // TestStreamTripExpectContinue: a request with Expect: 100-continue sends its body only once the
 // agent's 100 Continue has come back to the client; when the upstream answers without asking
 // for the body (401), the client is answered and its body is never read.
