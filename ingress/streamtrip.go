@@ -178,8 +178,23 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 	}
 	sc = &streamConn{t: t, key: key, c: c, watched: make(chan error, 1)}
 	sc.br = bufio.NewReaderSize(sc, 4<<10)
-	sc.bw = bufio.NewWriterSize(c, 4<<10)
+	sc.bw = bufio.NewWriterSize(streamWriter{c}, 4<<10)
 	return sc, false, nil
+}
+
+// streamWriter is what a stream's bufio.Writer writes to. Its ReadFrom, which bufio.Writer
+// hands a body to once the headers are flushed, sends a body with a Content-Length on as it
+// arrives, piece by piece as net/http's Transport does, instead of holding it in 4 KiB
+// pieces: an upload in progress reaches the agent as it is made. (A chunked body is flushed
+// after every chunk by Request.Write itself.)
+type streamWriter struct{ c net.Conn }
+
+func (w streamWriter) Write(p []byte) (int, error) { return w.c.Write(p) }
+
+func (w streamWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBuffers{}.Get()
+	defer copyBuffers{}.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
 }
 
 // take removes the most recently idle stream of key from the pool, nil if there is none.

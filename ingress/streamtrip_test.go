@@ -348,6 +348,41 @@ func TestStreamTripRequestBodies(t *testing.T) {
 	}
 }
 
+// TestStreamTripBodyStreams: a body with a Content-Length reaches the upstream as the client
+// sends it, not once it is whole (an upload in progress, the first bytes of a long one).
+func TestStreamTripBodyStreams(t *testing.T) {
+	first := make(chan string, 1)
+	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(r.Body, b); err == nil {
+			first <- string(b)
+		}
+		rest, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(rw, "%s%s", b, rest)
+	})
+	w := newTripWorld(t, h, h)
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		pc := w.dial(t)
+		fmt.Fprintf(pc.c, "POST /upload HTTP/1.1\r\nHost: %s\r\nContent-Length: 10\r\n\r\nhalf", host)
+		select {
+		case got := <-first:
+			if got != "half" {
+				t.Fatalf("%s: the upstream read %q first", host, got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the first part of the body did not reach the upstream", host)
+		}
+		io.WriteString(pc.c, " done!")
+		resp, err := http.ReadResponse(pc.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(body) != "half done!" {
+			t.Fatalf("%s: %d %q", host, resp.StatusCode, body)
+		}
+	}
+}
+
 // TestStreamTripBadBody: a request body that breaks off (a malformed chunk) ends the exchange
 // with a 502 ERR_NGROK_8012 instead of leaving the upstream, and the client, waiting for the
 // rest; the other account's requests on the same public connection are not disturbed before.
