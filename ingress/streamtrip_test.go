@@ -301,3 +301,36 @@ func TestStreamTripAgentFails(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamTripInformational: an agent's 103 Early Hints reaches the client before the final
+// answer, and the stream is kept for the next request.
+func TestStreamTripInformational(t *testing.T) {
+	h := func(name string) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Link", "</"+name+".css>; rel=preload")
+			rw.WriteHeader(http.StatusEarlyHints)
+			io.WriteString(rw, name+" "+r.RemoteAddr)
+		})
+	}
+	w := newTripWorld(t, h("A"), h("B"))
+	pc := w.dial(t)
+	for _, name := range []string{"A", "B", "A"} {
+		host := strings.ToLower(name) + ".example.com"
+		fmt.Fprintf(pc.c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		hints, err := http.ReadResponse(pc.br, nil)
+		if err != nil || hints.StatusCode != http.StatusEarlyHints || hints.Header.Get("Link") != "</"+name+".css>; rel=preload" {
+			t.Fatalf("%s: first answer %v %v, want 103 with %s's Link", host, hints, err, name)
+		}
+		resp, err := http.ReadResponse(pc.br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.HasPrefix(string(body), name+" ") {
+			t.Fatalf("%s: %d %q", host, resp.StatusCode, body)
+		}
+	}
+	if a, b := w.a.dials.Load(), w.b.dials.Load(); a != 1 || b != 1 {
+		t.Errorf("streams opened: A %d, B %d, want 1 each", a, b)
+	}
+}
