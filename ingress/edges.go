@@ -106,10 +106,12 @@ type SignInStore interface {
 // no non-public address unless OutboundAllowPrivate (an account's configuration names the URLs
 // it fetches), and st's UseOnce, where the saml module keeps the assertions it accepted so that
 // none is accepted twice on any replica, and its record of the sessions single logout ended.
-// Without st (nil) every saml route refuses all sign-ins. Its key sets' cache (KeySets) is the
-// environment's own, shared by the stages of every plan built with it.
+// Without st (nil) every saml route refuses all sign-ins. Its caches of key sets (KeySets) and
+// of discovered OpenID providers (OIDCProviders) are the environment's own, shared by the
+// stages of every plan built with it.
 func (s *Server) Env(st SignInStore) *plan.Env {
-	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets()}
+	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets(),
+		OIDCProviders: enforce.NewOIDCProviders()}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)

@@ -80,6 +80,9 @@ type Env struct {
 	// KeySets caches the key sets of jwt_validation modules and jwt-validation actions, routes'
 	// and agents' alike, so rebuilds keep them; nil gives each stage its own.
 	KeySets *enforce.KeySets
+	// OIDCProviders caches the providers oidc modules, oidc bind options and openid-connect
+	// actions discover, so rebuilds keep them; nil makes each stage discover its own.
+	OIDCProviders *enforce.OIDCProviders
 }
 
 // BackendKind says what a backend does with a connection.
