@@ -248,7 +248,7 @@ func (b *builder) route(e *ep.HTTPSEdge, r *ep.HTTPSEdgeRoute) *Route {
 		Unenforced: unenforced(ep.HTTPSEdgeRoutes, r), Chain: b.ipChain(r.IPRestriction), Backend: b.backendOf(r.Backend)}
 	if rt.Unenforced == "" {
 		if err := b.routeStages(e, r, rt); err != nil {
-			rt.Unenforced = err.Error()
+			rt.Unenforced, rt.UnenforcedErr = err.Error(), err
 		}
 	}
 	if b.final != nil {
