@@ -126,7 +126,7 @@ type SignInStore interface {
 // stages of every plan built with it.
 func (s *Server) Env(st SignInStore) *plan.Env {
 	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets(),
-		OIDCProviders: enforce.NewOIDCProviders()}
+		OIDCProviders: enforce.NewOIDCProviders(), Log: s.log}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)

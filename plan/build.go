@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -83,6 +84,9 @@ type Env struct {
 	// OIDCProviders caches the providers oidc modules, oidc bind options and openid-connect
 	// actions discover, so rebuilds keep them; nil makes each stage discover its own.
 	OIDCProviders *enforce.OIDCProviders
+	// Log receives stages' warnings for the operator (an IdP refusing a saml route's
+	// back-channel logout); nil discards them.
+	Log *slog.Logger
 }
 
 // BackendKind says what a backend does with a connection.
