@@ -70,15 +70,7 @@ func TestSAMLSOAPLogoutAccounts(t *testing.T) {
 	b.samlRoute(t, idp, "soap-b.example.com", "team-b")
 
 	browser := a.samlBrowser()
-	visit := func(c *http.Client, u string) samltest.Page {
-		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		p, err := samltest.Browse(c, req, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	visit := func(c *http.Client, u string) samltest.Page { t.Helper(); return samlVisit(t, c, u, nil) }
 	signedIn := func(c *http.Client, host, name string) bool {
 		p := visit(c, "https://"+host+"/")
 		return p.Status == 200 && string(p.Body) == name+" saw alice"
@@ -165,12 +157,7 @@ func TestSAMLArtifactAccounts(t *testing.T) {
 
 	visit := func(c *http.Client, u string, tamper func(samltest.Form) samltest.Form) samltest.Page {
 		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		p, err := samltest.Browse(c, req, tamper)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return samlVisit(t, c, u, tamper)
 	}
 	eventually(t, 0, "A's route signs in with an artifact", func() bool {
 		p := visit(a.artifactBrowser(idp), "https://art-a.example.com/", nil)
