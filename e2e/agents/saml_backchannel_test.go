@@ -113,6 +113,26 @@ func TestSAMLSOAPLogoutAccounts(t *testing.T) {
 	}
 }
 
+// newTLSIdP is a test IdP over HTTPS (so that the SOAP binding may reach it) reading service
+// providers' metadata through the listener of the world worldOf names for the entity id (asked
+// when the IdP needs it, so the world may start after), and the PEM file of its certificate for
+// --outbound-ca.
+func newTLSIdP(t *testing.T, worldOf func(entityID string) *world) (*samltest.IdP, string) {
+	idp := samltest.NewTLSIdP(t, func(id string) ([]byte, error) {
+		resp, err := worldOf(id).samlBrowser().Get(id)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	})
+	caFile := filepath.Join(t.TempDir(), "idp.pem")
+	if err := os.WriteFile(caFile, idp.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return idp, caFile
+}
+
 // artifactBrowser is samlBrowser trusting the IdP's HTTPS certificate too.
 func (w *world) artifactBrowser(idp *samltest.IdP) *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -132,22 +152,12 @@ func (w *world) artifactBrowser(idp *samltest.IdP) *http.Client {
 
 func TestSAMLArtifactAccounts(t *testing.T) {
 	var a, c *world
-	idp := samltest.NewTLSIdP(t, func(id string) ([]byte, error) {
-		w := a
+	idp, caFile := newTLSIdP(t, func(id string) *world {
 		if strings.Contains(id, "art-c.example.com") {
-			w = c
+			return c
 		}
-		resp, err := w.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
+		return a
 	})
-	caFile := filepath.Join(t.TempDir(), "idp.pem")
-	if err := os.WriteFile(caFile, idp.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
 	b := a.asAccount("team-b")
 	idp.AnswerWithArtifacts(saml.HTTPPostBinding)

@@ -1,9 +1,6 @@
 package agents
 
 import (
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,18 +17,7 @@ import (
 // session here ends all the same and the page says the IdP did not confirm.
 func TestSAMLSOAPLogoutStartedHere(t *testing.T) {
 	var a *world
-	idp := samltest.NewTLSIdP(t, func(id string) ([]byte, error) {
-		resp, err := a.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
-	})
-	caFile := filepath.Join(t.TempDir(), "idp.pem")
-	if err := os.WriteFile(caFile, idp.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	idp, caFile := newTLSIdP(t, func(string) *world { return a })
 	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
 	b := a.asAccount("team-b")
 	idp.OnlyIdPLogoutBinding(saml.SOAPBinding)
