@@ -235,7 +235,7 @@ func TestConsoleReplay(t *testing.T) {
 	}
 	serveTunnel(t, tun, app)
 	eventually(t, 5*time.Second, "the endpoint answers", func() bool {
-		st, _, _ := get(t, w.httpsClient(), "https://replay.edgeplane.app/warm")
+		st, _, _ := tryGet(w.httpsClient(), "https://replay.edgeplane.app/warm")
 		return st == 200
 	})
 	req, _ := http.NewRequest("GET", "https://replay.edgeplane.app/again?n=1", nil)
@@ -319,7 +319,7 @@ func TestConsoleLiveViewOutlivesTheServerTimeouts(t *testing.T) {
 	// Time passes beyond both server timeouts (nothing to wait on: the point is that time passes).
 	time.Sleep(2500 * time.Millisecond)
 	eventually(t, 5*time.Second, "the endpoint answers", func() bool {
-		st, _, _ := get(t, w.httpsClient(), "https://late.edgeplane.app/late")
+		st, _, _ := tryGet(w.httpsClient(), "https://late.edgeplane.app/late")
 		return st == 200
 	})
 	deadline := time.After(eventuallyFloor)

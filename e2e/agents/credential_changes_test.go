@@ -36,7 +36,7 @@ func TestDeactivatedBotUserSessionsEnd(t *testing.T) {
 		t.Fatalf("deactivate: %d", st)
 	}
 	took := eventually(t, 500*time.Millisecond, "the deactivated bot's endpoint offline", func() bool {
-		st, _, _ := get(t, client, "https://bot.edgeplane.app/")
+		st, _, _ := tryGet(client, "https://bot.edgeplane.app/")
 		return st == 404
 	})
 	t.Logf("deactivation reached traffic in %v", took)

@@ -247,6 +247,19 @@ func get(t *testing.T, c *http.Client, url string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
+// tryGet is get that returns the error instead of failing the test. Conditions of eventually
+// use it: a name created through the API reaches the plan after the API answered, and until then
+// its handshake or connection can fail, which is a reason to wait, not to fail.
+func tryGet(c *http.Client, url string) (int, string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
 // ngrokCode returns the ERR_NGROK code of an agent error, or the error text when it has none.
 func ngrokCode(err error) string {
 	if err == nil {

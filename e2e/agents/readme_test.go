@@ -255,18 +255,6 @@ func portOf(t *testing.T, addr string) string {
 	return port
 }
 
-// tryGet is get that returns the error instead of failing the test.
-func tryGet(c *http.Client, url string) (int, string, error) {
-	resp, err := c.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	_, err = bufio.NewReader(resp.Body).WriteTo(&b)
-	return resp.StatusCode, b.String(), err
-}
-
 // buildReadmeGo builds the README's Go program as a module of its own, as the README tells a
 // reader to: its go.mod requires what this repository's does, so the build uses the versions (and
 // the module cache) of the repository's own ngrok-go v2 tests.
