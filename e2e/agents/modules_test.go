@@ -191,8 +191,8 @@ func TestHeaderModulesOnTraffic(t *testing.T) {
 		t.Fatalf("delete request_headers: %d", st)
 	}
 	eventually(t, 2*time.Second, "a deleted module stops acting", func() bool {
-		_, body := send(t, c, "GET", "https://hdr.example.com/headers", map[string]*string{"X-Secret": ptr("s3cret")})
-		return upstreamSaw(t, body).Get("X-Secret") == "s3cret"
+		resp, body, err := try(c, "GET", "https://hdr.example.com/headers", map[string]*string{"X-Secret": ptr("s3cret")})
+		return err == nil && resp.StatusCode == 200 && upstreamSaw(t, body).Get("X-Secret") == "s3cret"
 	})
 
 	// The same modules asked for by an agent in its bind options.
@@ -401,8 +401,8 @@ func TestUserAgentFilterOnTraffic(t *testing.T) {
 		t.Fatalf("put user_agent_filter: %d", st)
 	}
 	eventually(t, 2*time.Second, "the new rules reach traffic", func() bool {
-		resp, _ := send(t, c, "GET", "https://ua.example.com/headers", map[string]*string{"User-Agent": ptr("curl/8.5")})
-		return resp.StatusCode == 200
+		resp, _, err := try(c, "GET", "https://ua.example.com/headers", map[string]*string{"User-Agent": ptr("curl/8.5")})
+		return err == nil && resp.StatusCode == 200
 	})
 	check("https://ua.example.com/headers", map[string]int{"curl/8.5": 200, "Mozilla/5.0": 200, "Googlebot/2.1": 403, "<none>": 403})
 
