@@ -41,6 +41,15 @@ func (c *collection) path(parentID string) string {
 	return strings.Replace(c.res.Path, "{"+c.parentParam+"}", parentID, 1)
 }
 
+// childKey is the JSON-quoted key under which the collection's documents show their children,
+// or nil when they show none.
+func (c *collection) childKey() []byte {
+	if c.embeds == nil {
+		return nil
+	}
+	return c.embeds.listKey
+}
+
 func (c *collection) objectPath(parentID, id string) string { return c.path(parentID) + "/" + id }
 
 // objectID is the id of the request's path; an id with the collection's old prefix names the
@@ -117,16 +126,24 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		}
 	}
 	s.resolve(c, parent, doc)
-	body, err := s.encode(doc)
-	if err != nil {
+	var body parts
+	if _, err := addDoc(&body, doc, c.childKey(), false); err != nil {
 		return err
 	}
-	hold.resize(int64(len(body)))
-	s.sizes.saw(caller.AccountID, c, len(body))
-	if rendered != nil {
-		rendered.Store(s.base, body)
+	body.add([]byte{'\n'})
+	hold.resize(int64(body.size))
+	s.sizes.saw(caller.AccountID, c, body.size)
+	if rendered.Fits(body.size) {
+		b := body.bytes()
+		rendered.Store(s.base, b)
+		s.writeBody(w, http.StatusOK, b)
+		return nil
 	}
-	s.writeBody(w, http.StatusOK, body)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(body.size)}
+	w.WriteHeader(http.StatusOK)
+	body.writeTo(w)
 	return nil
 }
 
@@ -259,15 +276,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 	} else {
 		body.add([]byte(":["))
 		for i, d := range docs {
-			b, err := json.Marshal(d)
-			if err != nil {
-				return err
-			}
 			if i > 0 {
 				body.add([]byte{','})
 			}
-			body.add(b)
-			s.sizes.saw(account, c, len(b))
+			n, err := addDoc(&body, d, c.childKey(), true)
+			if err != nil {
+				return err
+			}
+			s.sizes.saw(account, c, n)
 			docs[i] = nil
 		}
 		body.add([]byte{']'})
