@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/store"
 )
 
 // collection is a resource table entry with what the handlers derive from it once at startup.
@@ -126,13 +127,33 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		}
 	}
 	s.resolve(c, parent, doc)
+	if c.embeds != nil {
+		return s.getEmbedder(w, caller.AccountID, c, doc, hold, rendered)
+	}
+	body, err := s.encode(doc)
+	if err != nil {
+		return err
+	}
+	hold.resize(int64(len(body)))
+	s.sizes.saw(caller.AccountID, c, len(body))
+	if rendered != nil {
+		rendered.Store(s.base, body)
+	}
+	s.writeBody(w, http.StatusOK, body)
+	return nil
+}
+
+// getEmbedder answers the GET of a document that shows its children, rendered a child at a time
+// (see addDoc) and sent in parts: up to ep.MaxHTTPSEdgeResponseBytes, never copied whole unless
+// it is small enough for the read cache to keep.
+func (s *Server) getEmbedder(w http.ResponseWriter, account string, c *collection, doc ep.Document, hold *budgetHold, rendered *store.Rendered) error {
 	var body parts
 	if _, err := addDoc(&body, doc, c.childKey(), false); err != nil {
 		return err
 	}
 	body.add([]byte{'\n'})
 	hold.resize(int64(body.size))
-	s.sizes.saw(caller.AccountID, c, body.size)
+	s.sizes.saw(account, c, body.size)
 	if rendered.Fits(body.size) {
 		b := body.bytes()
 		rendered.Store(s.base, b)

@@ -54,6 +54,17 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) int {
 	return buf.Len()
 }
 
+// encode renders v as writeJSON does, into a body of its own.
+func (s *Server) encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // writeBody sends a rendered JSON body.
 func (s *Server) writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()

@@ -16,10 +16,10 @@ import (
 const DefaultGCPercent = 400
 
 // DefaultMemoryLimit is the floor of the garbage collector's soft memory limit unless GOMEMLIMIT
-// is set or the operator gives another (serve --memory-limit). With DefaultGCPercent alone the heap may grow to five times what is live: harmless for
-// the few megabytes of a usual server, but the read cache (64 MiB) and the answers being rendered
-// (see server.DefaultResponseBytes) of a hostile account are far more, and five times them is
-// gigabytes. Near the limit the collector runs as often as it must, so the process stays within
+// is set or the operator gives another (serve --memory-limit). With DefaultGCPercent alone the
+// heap may grow to five times what is live: harmless for the few megabytes of a usual server,
+// but the read cache (64 MiB) and the answers being rendered (see server.DefaultResponseBytes)
+// of a hostile account are far more, and five times them is gigabytes. Near the limit the collector runs as often as it must, so the process stays within
 // the performance target (150 MB resident) while what is live fits.
 const DefaultMemoryLimit = 88 << 20
 
