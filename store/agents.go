@@ -245,6 +245,26 @@ func affectedOne(s *Store, res sql.Result, err error) error {
 	return nil
 }
 
+// ReplicaSessions returns the ids of the sessions whose rows name replica: its own, less those
+// an agent that reconnected elsewhere has taken over (PutAgentSession moves the row). A drain
+// polls it to see its agents' rows taken over; it reads the replica index, not the rows' docs.
+func (s *Store) ReplicaSessions(ctx context.Context, replica string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT id FROM agent_sessions WHERE replica = ?`), replica)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.classify(err)
+		}
+		out = append(out, id)
+	}
+	return out, s.classify(rows.Err())
+}
+
 // DeleteAgentSession removes a session and its tunnels, if the row is still the connection's
 // (an agent that reconnected to a replica has taken it over).
 func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
