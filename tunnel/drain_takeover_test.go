@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -143,5 +144,65 @@ func TestDrainLeavesRowsToMovingAgents(t *testing.T) {
 	}
 	if n, err := c.st.CountAgentTunnels(ctx, c.accounts["b"]); err != nil || n != 0 {
 		t.Errorf("account b's tunnels after the drain: %d, %v; want none (its agent never came back)", n, err)
+	}
+}
+
+// TestForwardFollowsMoveWithoutWaitingForThePoll: a connection forwarded to a replica whose
+// agent has just left follows the bind to its new replica as soon as it is bound there, though
+// the forwarding replica's directory would not poll again for a minute: a forwarded connection
+// waiting for its bind makes the directory poll at once. Both accounts' agents move from A to B;
+// replica C forwards a request for each endpoint to A, and each reaches its own agent on B.
+func TestForwardFollowsMoveWithoutWaitingForThePoll(t *testing.T) {
+	c := newCluster(t)
+	a := c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
+	b := c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
+	ctx := context.Background()
+	pool := x509.NewCertPool()
+	for _, r := range []*replica{a, b} {
+		leaf, err := x509.ParseCertificate(r.gw.cfg.TLS.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.AddCert(leaf)
+	}
+	hosts := map[string]string{"a": "follow-a.edgeplane.app", "b": "follow-b.edgeplane.app"}
+	for account, host := range hosts {
+		d := &gateDialer{first: a.agentAddr, next: b.agentAddr, open: make(chan struct{})}
+		close(d.open) // reconnects go to B at once
+		sctx, cancel := context.WithCancel(ctx)
+		sess, err := ngrok.Connect(sctx, ngrok.WithDialer(d), ngrok.WithServer("agents.test:443"), ngrok.WithCA(pool),
+			ngrok.WithAuthtoken(c.tokens[account]))
+		if err != nil {
+			cancel()
+			t.Fatalf("connect %s: %v", account, err)
+		}
+		t.Cleanup(func() { sess.Close(); cancel() })
+		tun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain(host), config.WithScheme(config.SchemeHTTP)))
+		if err != nil {
+			t.Fatalf("bind %s: %v", host, err)
+		}
+		serveHTTP(t, tun, account)
+	}
+	// C starts once both binds are on A: its first polls (until its view is complete) read
+	// them, and the next would come only a minute later.
+	cr := c.replica("rep_c", "127.0.0.4", time.Minute)
+	eps := map[string]Endpoint{}
+	for account, host := range hosts {
+		waitFor(t, "C routes "+host+" to A", func() bool {
+			r, ok := cr.gw.Endpoint("http", host).(*remoteTunnel)
+			return ok && r.replica == "rep_a"
+		})
+		eps[account] = cr.gw.Endpoint("http", host)
+	}
+	go a.gw.Drain(ctx)
+	for account, host := range hosts {
+		waitFor(t, host+" bound again on B", func() bool {
+			local, _ := b.gw.groups("http", host)
+			return local != nil
+		})
+		body, err := request(t, eps[account], host, "192.0.2.7:7")
+		if err != nil || !strings.HasPrefix(body, account+" ") {
+			t.Errorf("a request for %s forwarded to A after its agent moved to B: %q, %v", host, body, err)
+		}
 	}
 }

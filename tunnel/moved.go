@@ -19,7 +19,10 @@ const (
 
 // relocate returns the bind with r's row id online here or on a replica other than r's, waiting
 // up to movedWait (or ctx) for it; nil when it does not come back in time. Only the same bind
-// is taken: its modules, built from the same options, are those the connection passed.
+// is taken: its modules, built from the same options, are those the connection passed. While
+// it waits, the directory polls without pause: its interval (250 ms, and a poll's own queries
+// on a loaded store) would otherwise take a good part of movedWait after the agent has bound
+// again elsewhere.
 func (g *Gateway) relocate(ctx context.Context, r *remoteTunnel) Endpoint {
 	if r.row.Proto == "" || r.row.Name == "" {
 		return nil // a labeled tunnel takes a new id when its agent reconnects
@@ -43,6 +46,9 @@ func (g *Gateway) relocate(ctx context.Context, r *remoteTunnel) Endpoint {
 					return t
 				}
 			}
+		}
+		if g.dir != nil {
+			g.dir.pollSoon()
 		}
 		select {
 		case <-ctx.Done():
