@@ -86,16 +86,16 @@ func (g *Gateway) Drain(ctx context.Context) (cut int) {
 		s.close()
 		ended = append(ended, s)
 	}
-	for {
-		left := 0
+	for busy := true; busy; {
+		busy = false
 		for _, s := range g.snapshotSessions() {
 			if !s.retire() && s.open.Load() >= 0 {
-				left++
+				busy = true
 				continue
 			}
 			end(s)
 		}
-		if left == 0 {
+		if !busy {
 			break
 		}
 		select {
@@ -104,10 +104,9 @@ func (g *Gateway) Drain(ctx context.Context) (cut int) {
 				cut++
 				end(s)
 			}
+			busy = false
 		case <-t.C:
-			continue
 		}
-		break
 	}
 	g.takeOver(ctx, ended)
 	return cut
@@ -148,13 +147,13 @@ func (g *Gateway) takeOver(ctx context.Context, ended []*session) {
 	defer cancel()
 	t := time.NewTicker(takeoverPoll)
 	defer t.Stop()
-	for g.awaitTakeover(wait, pending) {
+	for waiting := g.awaitTakeover(wait, pending); waiting; {
 		select {
 		case <-wait.Done():
+			waiting = false
 		case <-t.C:
-			continue
+			waiting = g.awaitTakeover(wait, pending)
 		}
-		break
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer dcancel()
