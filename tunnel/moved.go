@@ -11,9 +11,11 @@ import (
 // agent has just left or because that replica has gone, is sent to the bind's new place
 // instead of failing, once the directory has seen it there.
 
-// movedWait bounds how long a forwarded connection waits for its bind to come online again.
+// movedWait bounds how long a forwarded connection waits for its bind to come online again: as
+// long as a public request waits for a moving endpoint (cmd/edgeplane's endpointWait), which
+// covers an agent's move on a starved machine.
 const (
-	movedWait = 750 * time.Millisecond
+	movedWait = 2 * time.Second
 	movedPoll = 15 * time.Millisecond
 )
 

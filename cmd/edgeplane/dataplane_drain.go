@@ -155,13 +155,14 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 
 // Waiting for an endpoint. While an agent moves from one process to another (a handover, a
 // replica's rolling restart, a replica lost), its endpoint is offline for the time its agent
-// takes to reconnect, typically well under half a second. A public request for an endpoint
+// takes to reconnect, typically well under half a second, but up to about 1.2 s on a starved
+// machine (its session's and its bind's rows are two commits). A public request for an endpoint
 // that is offline now waits up to endpointWait for it, rather than being answered
 // ERR_NGROK_3200 at once, when it is expected back: this process served it less than
 // recentWindow ago, or took over from a process that had it online (handover.go). A name
 // nobody served gets its answer at once, and so does one that did not come back within one wait.
 const (
-	endpointWait     = 750 * time.Millisecond
+	endpointWait     = 2 * time.Second
 	endpointWaitPoll = 15 * time.Millisecond
 	recentWindow     = 30 * time.Second
 	// maxRecent bounds the names remembered; past it the memory starts again.
