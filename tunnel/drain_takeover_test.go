@@ -206,3 +206,16 @@ func TestForwardFollowsMoveWithoutWaitingForThePoll(t *testing.T) {
 		}
 	}
 }
+
+// TestMovedWaitFor: a connection forwarded to a draining replica waits longer for its bind
+// elsewhere than one forwarded to a replica that failed: the first's agent is on its way.
+func TestMovedWaitFor(t *testing.T) {
+	r := &remoteTunnel{}
+	if got := movedWaitFor(r); got != movedWait {
+		t.Errorf("a live holder's bind is waited for %v, want %v", got, movedWait)
+	}
+	r.draining.Store(true)
+	if got := movedWaitFor(r); got != drainedWait || drainedWait <= movedWait {
+		t.Errorf("a draining holder's bind is waited for %v, want %v (more than %v)", got, drainedWait, movedWait)
+	}
+}

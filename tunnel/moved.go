@@ -11,11 +11,13 @@ import (
 // agent has just left or because that replica has gone, is sent to the bind's new place
 // instead of failing, once the directory has seen it there.
 
-// movedWait bounds how long a forwarded connection waits for its bind to come online again: as
-// long as a public request waits for a moving endpoint (cmd/edgeplane's endpointWait), which
-// covers an agent's move on a starved machine.
+// movedWait bounds how long a forwarded connection waits for its bind to come online again;
+// drainedWait, when the holder was draining (a handover): its agent is known to be on its way,
+// and its move takes up to about 1.2 s on a starved machine (two commits). A holder that died
+// may have taken its agent with it, and its endpoint answers within a second.
 const (
-	movedWait = 2 * time.Second
+	movedWait   = 750 * time.Millisecond
+	drainedWait = 2 * time.Second
 	movedPoll = 15 * time.Millisecond
 )
 
@@ -29,7 +31,7 @@ func (g *Gateway) relocate(ctx context.Context, r *remoteTunnel) Endpoint {
 	if r.row.Proto == "" || r.row.Name == "" {
 		return nil // a labeled tunnel takes a new id when its agent reconnects
 	}
-	deadline := time.NewTimer(movedWait)
+	deadline := time.NewTimer(movedWaitFor(r))
 	defer deadline.Stop()
 	tick := time.NewTicker(movedPoll)
 	defer tick.Stop()
@@ -60,4 +62,12 @@ func (g *Gateway) relocate(ctx context.Context, r *remoteTunnel) Endpoint {
 		case <-tick.C:
 		}
 	}
+}
+
+// movedWaitFor is how long a connection forwarded to r waits for its bind elsewhere.
+func movedWaitFor(r *remoteTunnel) time.Duration {
+	if r.Draining() {
+		return drainedWait
+	}
+	return movedWait
 }
