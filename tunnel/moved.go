@@ -18,7 +18,7 @@ import (
 const (
 	movedWait   = 750 * time.Millisecond
 	drainedWait = 2 * time.Second
-	movedPoll = 15 * time.Millisecond
+	movedPoll   = 15 * time.Millisecond
 )
 
 // relocate returns the bind with r's row id online here or on a replica other than r's, waiting
