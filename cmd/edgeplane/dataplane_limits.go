@@ -41,7 +41,8 @@ type isolationFlags struct {
 	headerTimeout, tcpIdle          *string
 	bindsPerSession, bindsPerAccount,
 	tcpPerSession, labeledPerSession, labeledPerAccount, labelBytes *int
-	fs *flag.FlagSet
+	windowBudgetMiB *int
+	fs              *flag.FlagSet
 }
 
 func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
@@ -66,6 +67,8 @@ func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
 			"most labeled tunnels one account holds on this replica; more are refused with ERR_NGROK_5000; 0 for no limit (env EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_ACCOUNT)"),
 		labelBytes: fs.Int("agent-max-label-bytes", envInt("EDGEPLANE_AGENT_MAX_LABEL_BYTES", defaultLabelBytes),
 			"most bytes of one labeled tunnel's labels, keys and values together; more are refused with ERR_NGROK_301; 0 for no limit beyond 32 labels of 256 bytes (env EDGEPLANE_AGENT_MAX_LABEL_BYTES)"),
+		windowBudgetMiB: fs.Int("agent-window-budget-mib", envInt("EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", tunnel.DefaultWindowBudget>>20),
+			"MiB that proxy streams' auto-tuned windows may hold beyond the agents' 256 KiB stream window, all sessions together: a download whose public client keeps up grows its window up to 4 MiB out of it; 0 keeps every stream at 256 KiB (env EDGEPLANE_AGENT_WINDOW_BUDGET_MIB)"),
 		fs: fs,
 	}
 }
@@ -75,6 +78,7 @@ type isolation struct {
 	publicPerAccount, tcpPerAccount share
 	headerTimeout, tcpIdle          time.Duration
 	quotas                          tunnel.Quotas // TCPPerAccount resolved by resolve
+	windowBudget                    int64         // bytes (tunnel.Config.WindowBudget)
 }
 
 // parse checks the flags; a bad value stops serve with a message naming the flag or its
@@ -91,11 +95,13 @@ func (f *isolationFlags) parse() (isolation, error) {
 		{"agent-max-labeled-tunnels-per-session", "EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_SESSION", *f.labeledPerSession},
 		{"agent-max-labeled-tunnels-per-account", "EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_ACCOUNT", *f.labeledPerAccount},
 		{"agent-max-label-bytes", "EDGEPLANE_AGENT_MAX_LABEL_BYTES", *f.labelBytes},
+		{"agent-window-budget-mib", "EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", *f.windowBudgetMiB},
 	} {
 		if err := atLeast(f.fs, c.name, c.env, c.v, 0); err != nil {
 			return iso, err
 		}
 	}
+	iso.windowBudget = int64(*f.windowBudgetMiB) << 20
 	var err error
 	if iso.publicPerAccount, err = parseShare("public-max-connections-per-account", *f.publicPerAccount, "50%"); err != nil {
 		return iso, err
