@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -37,14 +36,12 @@ const (
 	dialKey ctxKey = iota
 )
 
-var connSeq atomic.Uint64
-
 // connContext gives each public connection a number, part of the key of its agent streams,
 // records the connection for the limiter (netx.ClaimContext), and records it, when it was
 // accepted and how to find the certificate it was served for the traffic policies of its
 // requests (close-connection, conn.ts.start, conn.tls.server.*).
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
-	info := &enforce.ConnInfo{ID: connSeq.Add(1), Conn: c, Start: time.Now()}
+	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now()}
 	if _, ok := c.(*tls.Conn); ok {
 		info.Served = s.served
 	}
