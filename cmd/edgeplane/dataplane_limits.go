@@ -30,6 +30,9 @@ const (
 	defaultLabeledPerSession = 500
 	defaultLabeledPerAccount = 2000
 	defaultLabelBytes        = 4096
+	// maxWindowBudgetMiB bounds --agent-window-budget-mib so that its bytes fit an int64 with
+	// room to spare; no machine buffers more.
+	maxWindowBudgetMiB = 1 << 20
 	// defaultPublicPerAccount is one account's share of --public-max-connections.
 	defaultPublicPerAccount = "50%"
 )
@@ -100,6 +103,9 @@ func (f *isolationFlags) parse() (isolation, error) {
 		if err := atLeast(f.fs, c.name, c.env, c.v, 0); err != nil {
 			return iso, err
 		}
+	}
+	if *f.windowBudgetMiB > maxWindowBudgetMiB {
+		return iso, fmt.Errorf("--agent-window-budget-mib must be at most %d (1 TiB), got %d", maxWindowBudgetMiB, *f.windowBudgetMiB)
 	}
 	iso.windowBudget = int64(*f.windowBudgetMiB) << 20
 	var err error
