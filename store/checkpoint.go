@@ -165,9 +165,10 @@ func (k *checkpointer) copyDue(n uint32) bool {
 }
 
 // syncWAL syncs the WAL file to disk. It opens the file each time, so that it always syncs the
-// file SQLite writes, whatever happened to an earlier one.
+// file SQLite writes, whatever happened to an earlier one; for writing, because some systems
+// (Windows) flush only a handle that may write. It writes nothing.
 func (k *checkpointer) syncWAL() error {
-	f, err := os.Open(k.wal)
+	f, err := os.OpenFile(k.wal, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
