@@ -8,10 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -49,8 +47,7 @@ var jwksNow = time.Now
 // again at most once per jwksMinRefresh, which fetches the same document any other account's
 // refresh would. The zero value is not ready: use NewKeySets.
 type KeySets struct {
-	mu   sync.Mutex
-	sets map[keySetKey]weak.Pointer[jwksCache]
+	sets *weakCache[keySetKey, jwksCache]
 }
 
 type keySetKey struct {
@@ -60,48 +57,21 @@ type keySetKey struct {
 
 // NewKeySets returns an empty set of key set caches.
 func NewKeySets() *KeySets {
-	return &KeySets{sets: map[keySetKey]weak.Pointer[jwksCache]{}}
+	return &KeySets{sets: newWeakCache[keySetKey, jwksCache]()}
 }
 
 // cache returns the cache of a key set URL fetched with client, made on first use. With a nil
 // KeySets the cache is the caller's own.
 func (ks *KeySets) cache(rawURL string, client *http.Client) *jwksCache {
+	mk := func() *jwksCache { return &jwksCache{url: rawURL, client: client} }
 	if ks == nil {
-		return &jwksCache{url: rawURL, client: client}
+		return mk()
 	}
-	k := keySetKey{rawURL, client}
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	if c := ks.sets[k].Value(); c != nil {
-		return c
-	}
-	c := &jwksCache{url: rawURL, client: client}
-	wp := weak.Make(c)
-	ks.sets[k] = wp
-	runtime.AddCleanup(c, ks.forget, keySetEntry{k, wp})
-	return c
-}
-
-type keySetEntry struct {
-	key keySetKey
-	wp  weak.Pointer[jwksCache]
-}
-
-// forget removes an entry whose cache was collected, unless it was made again since.
-func (ks *KeySets) forget(e keySetEntry) {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	if ks.sets[e.key] == e.wp {
-		delete(ks.sets, e.key)
-	}
+	return ks.sets.get(keySetKey{rawURL, client}, mk)
 }
 
 // len is the number of key sets held, for the tests.
-func (ks *KeySets) len() int {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return len(ks.sets)
-}
+func (ks *KeySets) len() int { return ks.sets.len() }
 
 // jwksCache is the fetched key set of one URL.
 type jwksCache struct {

@@ -33,6 +33,9 @@ type OIDCConfig struct {
 	Client *http.Client
 	// AuthParams are added to the authorization URL (a traffic policy's authz_url_params).
 	AuthParams map[string]string
+	// Providers is the data plane's cache of discovered providers, shared by every stage given
+	// it; without it the stage discovers its provider for itself.
+	Providers *OIDCProviders
 }
 
 // Discovery limits: a discovered provider is used for oidcMaxAge, and a failed discovery is not
@@ -43,11 +46,35 @@ var (
 	oidcRetry  = 10 * time.Second
 )
 
-// oidcProviders holds the discovered providers by issuer for the life of the process, so a plan
-// rebuild does not discover again and routes sharing an issuer share its keys. A provider keeps
-// the client it was discovered with for its key set fetches, so the key names the client too:
-// a stage never fetches through another data plane's client, whose outbound guard may differ.
-var oidcProviders sync.Map // oidcKey -> *oidcDiscovery
+// OIDCProviders holds the discovered OpenID providers of a data plane's oidc modules, bind
+// options and openid-connect actions, one per issuer and outbound client, so that a plan rebuild
+// does not discover again and routes sharing an issuer share its discovery, its keys and its
+// retry limit. It is the data plane's instance (plan.Env), not process-wide state: two data
+// planes in one process keep theirs apart, so one's failed discovery is never served to the
+// other. A provider keeps the client it was discovered with for its key set fetches, so the
+// key names the client too: a stage never fetches through another client, whose outbound guard
+// may differ. A provider is kept while a stage holds it and dropped once no stage does. The
+// zero value is not ready: use NewOIDCProviders.
+type OIDCProviders struct {
+	m *weakCache[oidcKey, oidcDiscovery]
+}
+
+// NewOIDCProviders returns an empty cache of discovered providers.
+func NewOIDCProviders() *OIDCProviders {
+	return &OIDCProviders{m: newWeakCache[oidcKey, oidcDiscovery]()}
+}
+
+// discovery returns the discovery of issuer with client, made on first use. With a nil
+// OIDCProviders it is the caller's own.
+func (ps *OIDCProviders) discovery(issuer string, client *http.Client) *oidcDiscovery {
+	if ps == nil {
+		return &oidcDiscovery{}
+	}
+	return ps.m.get(oidcKey{client, issuer}, func() *oidcDiscovery { return &oidcDiscovery{} })
+}
+
+// len is the number of providers held, for the tests.
+func (ps *OIDCProviders) len() int { return ps.m.len() }
 
 type oidcKey struct {
 	client *http.Client
@@ -112,8 +139,7 @@ func NewOIDC(cfg OIDCConfig) (Stage, error) {
 		return nil, errors.New("client_id and client_secret are required")
 	}
 	b := &oidcBackend{cfg: cfg, client: boundedClient(cfg.Client)}
-	d, _ := oidcProviders.LoadOrStore(oidcKey{cfg.Client, cfg.Issuer}, &oidcDiscovery{})
-	b.disc = d.(*oidcDiscovery)
+	b.disc = cfg.Providers.discovery(cfg.Issuer, cfg.Client)
 	b.scopes = []string{oidc.ScopeOpenID}
 	for _, s := range cfg.Scopes {
 		if !slices.Contains(b.scopes, s) {

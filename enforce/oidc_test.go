@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ type testOIDC struct {
 	aud, iss string
 	keepJWKS *rsa.PublicKey // published instead of the signing key's
 	tokens   int
+
+	discoveries atomic.Int32 // discovery documents served
+	discDown    atomic.Bool  // discovery answers 503
 }
 
 type testCode struct {
@@ -60,6 +64,11 @@ func newTestOIDC(t *testing.T) *testOIDC {
 		user: testUser{Sub: "u-1", Email: "alice@example.com", Name: "Alice"}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		if p.discDown.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		p.discoveries.Add(1)
 		u := p.srv.URL
 		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": u, "authorization_endpoint": u + "/authorize",
 			"token_endpoint": u + "/token", "userinfo_endpoint": u + "/userinfo", "jwks_uri": u + "/jwks",

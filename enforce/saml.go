@@ -12,6 +12,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
@@ -71,9 +72,13 @@ type SAMLConfig struct {
 	// BodyTimeout bounds reading the form an IdP's answer or logout message is posted in
 	// (0: BodyReadTimeout).
 	BodyTimeout time.Duration
-	// Client resolves artifacts at the IdP (the data plane's guarded outbound client; nil: one
-	// that trusts the system's roots and reaches public addresses only).
+	// Client resolves artifacts at the IdP and sends it back-channel LogoutRequests (the data
+	// plane's guarded outbound client; nil: one that trusts the system's roots and reaches
+	// public addresses only).
 	Client *http.Client
+	// Log receives warnings an operator may want, such as an IdP refusing a back-channel
+	// logout; nil discards them.
+	Log *slog.Logger
 }
 
 // SAML is the stage of the saml module.
@@ -93,15 +98,20 @@ type SAML struct {
 	// useOnce and onceScope keep each accepted assertion id used (SAMLConfig.UseOnce).
 	useOnce   func(ctx context.Context, scope, id string, expires time.Time) (bool, error)
 	onceScope string
-	// Single logout: the IdP's service (slo, with sloBinding; "" when its metadata has none),
+	// Single logout: the IdP's service (slo, with sloBinding; "" when its metadata has none for
+	// the browser, and soapSLO then says whether it has one with the SOAP binding),
 	// the sessions ended (SAMLConfig.Revocations) under revScope, and the sessions' maximum
 	// duration, which bounds how long a revocation is kept.
 	slo, sloBinding string
+	soapSLO         bool
 	revocations     *Revocations
 	revScope        string
 	maxDuration     time.Duration
 	// bodyTimeout bounds reading a posted form (SAMLConfig.BodyTimeout).
 	bodyTimeout time.Duration
+	// log and routeID: the warnings' destination and the route they name.
+	log     *slog.Logger
+	routeID string
 }
 
 // NewSAML builds the stage: the IdP's metadata parsed (it must offer a single sign-on service
@@ -162,7 +172,10 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 		nameIDIsEmail: c.NameIDFormat == string(saml.EmailAddressNameIDFormat),
 		useOnce:       c.UseOnce, onceScope: "saml:" + c.RouteID,
 		revocations: c.Revocations, revScope: "saml-logout:" + c.RouteID, maxDuration: c.Session.MaximumDuration,
-		bodyTimeout: c.BodyTimeout}
+		bodyTimeout: c.BodyTimeout, log: c.Log, routeID: c.RouteID}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
 	s.binding, s.sso = saml.HTTPPostBinding, sp.GetSSOBindingLocation(saml.HTTPPostBinding)
 	if s.sso == "" {
 		s.binding, s.sso = saml.HTTPRedirectBinding, sp.GetSSOBindingLocation(saml.HTTPRedirectBinding)
@@ -174,6 +187,7 @@ func NewSAML(c SAMLConfig) (*SAML, error) {
 	if s.slo == "" {
 		s.sloBinding, s.slo = saml.HTTPRedirectBinding, sp.GetSLOBindingLocation(saml.HTTPRedirectBinding)
 	}
+	s.soapSLO = s.slo == "" && sp.GetSLOBindingLocation(saml.SOAPBinding) != ""
 	s.groups = slices.Clone(c.AuthorizedGroups)
 	sort.Strings(s.groups)
 	// Sessions are bound to this service provider, this IdP and these groups: a change of any

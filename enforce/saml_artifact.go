@@ -19,11 +19,13 @@ import (
 // (or its Response be), and its Response then passes every check a POSTed one does, and is
 // accepted once only like one (firstUse). The request goes through the data plane's guarded
 // outbound client (no non-public address unless --outbound-allow-private), bounded in time
-// (artifactTimeout) and in size (the outbound client's 1 MiB limit on answers).
+// (soapTimeout) and in size (the outbound client's 1 MiB limit on answers).
 
-// artifactTimeout bounds the whole artifact resolution, connection to last byte: the browser
-// waits for it.
-const artifactTimeout = 10 * time.Second
+// soapTimeout bounds each SOAP exchange edgeplane starts with the IdP (artifact resolution at
+// the ACS, back-channel logout at the SLO URL), connection to last byte: the browser waits for
+// it. Both go through the service provider's HTTPClient, the guarded outbound client with its
+// limit on answers' size.
+const soapTimeout = 10 * time.Second
 
 // resolveArtifact fetches and checks the answer the request's SAMLart names, answering the
 // request itself and returning nil when it cannot be had: 400 for a SAMLart that is not an
@@ -31,7 +33,7 @@ const artifactTimeout = 10 * time.Second
 // artifact gets an answer without a Response), 502 when the IdP's service cannot be reached
 // or answers with no SAML message (a refused address, a timeout, an HTTP error, too large).
 func (s *SAML) resolveArtifact(w http.ResponseWriter, r *http.Request, ids []string) *saml.Assertion {
-	ctx, cancel := context.WithTimeout(r.Context(), artifactTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), soapTimeout)
 	defer cancel()
 	a, err := s.sp.ParseResponse(r.WithContext(ctx), ids)
 	if err == nil {

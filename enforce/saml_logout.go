@@ -104,10 +104,11 @@ func (s *SAML) serveSLO(w http.ResponseWriter, r *http.Request) {
 }
 
 // startLogout ends the browser's session and, when it had one and the IdP has a single logout
-// service, sends the browser there with a signed LogoutRequest for it.
+// service, sends the browser there with a signed LogoutRequest for it, or, when the IdP's only
+// service takes SOAP, sends the IdP that request itself (saml_soap_logout.go).
 func (s *SAML) startLogout(w http.ResponseWriter, r *http.Request) {
 	sess := s.sessions.Load(r)
-	if sess == nil || s.slo == "" {
+	if sess == nil || (s.slo == "" && !s.soapSLO) {
 		s.sessions.Logout(w, r)
 		return
 	}
@@ -116,6 +117,10 @@ func (s *SAML) startLogout(w http.ResponseWriter, r *http.Request) {
 	// cannot be recorded, since the cookie is gone from the browser that asked.
 	if sess.SessionIndex != "" && s.maxDuration > 0 {
 		_ = s.revoke(r, sess.UserID, []string{sess.SessionIndex})
+	}
+	if s.slo == "" {
+		s.soapOnlyLogout(w, r, sess)
+		return
 	}
 	req, err := s.sp.MakeLogoutRequest(s.slo, sess.UserID, saml.WithSessionIndex(sess.SessionIndex))
 	if err != nil {

@@ -96,6 +96,9 @@ type PolicyOptions struct {
 	// KeySets caches jwt-validation's key sets for every stage given it (the data plane's);
 	// without it each stage keeps its own.
 	KeySets *KeySets
+	// OIDCProviders caches openid-connect's discovered providers for every stage given it (the
+	// data plane's); without it each stage discovers its own.
+	OIDCProviders *OIDCProviders
 }
 
 // policyRule is a rule with its actions made ready: each request action returns the request to

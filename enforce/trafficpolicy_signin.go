@@ -73,7 +73,7 @@ func init() {
 		_, _, refresh := c.Durations()
 		return signInApps(a, &c.SignInConfig, func(app OAuthApp) (Stage, error) {
 			return NewOIDC(OIDCConfig{Issuer: c.IssuerURL, ClientID: app.ClientID, ClientSecret: app.ClientSecret, Scopes: c.Scopes,
-				CheckInterval: refresh, Session: sess, Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams})
+				CheckInterval: refresh, Session: sess, Client: tp.opts.Outbound, AuthParams: c.AuthzURLParams, Providers: tp.opts.OIDCProviders})
 		})
 	})
 }

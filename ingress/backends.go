@@ -27,6 +27,8 @@ type target struct {
 	// once: the connection is closed after this request instead of kept for the next
 	// (an endpoint whose replica is draining: Drainer).
 	once bool
+	// static: a static backend's address, not an agent's stream.
+	static bool
 }
 
 // conn describes the public connection a backend is chosen for.
@@ -59,7 +61,7 @@ func (s *Server) choose(b *plan.Backend, c conn) (target, bool) {
 		}}, true
 	case plan.Static:
 		addr, useTLS := b.Address, b.TLS
-		return target{key: "s" + hashKey(addr+strconv.FormatBool(useTLS)), backend: b.ID, dial: func(ctx context.Context) (net.Conn, error) {
+		return target{key: "s" + hashKey(addr+strconv.FormatBool(useTLS)), backend: b.ID, static: true, dial: func(ctx context.Context) (net.Conn, error) {
 			return dialStatic(ctx, addr, useTLS, s.outboundOptions())
 		}}, true
 	case plan.HTTPResponse:

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/outbound"
 	"github.com/edgeplane/edgeplane/plan"
+	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
 
 // Edges: public traffic for an edge's hostport is routed by the plan, filtered by the edge's and
@@ -22,6 +24,19 @@ import (
 func unenforcedPage(w http.ResponseWriter, what, id, module string) {
 	enforce.ErrorPage(w, http.StatusServiceUnavailable, 3210,
 		"The "+what+" "+id+" has the "+module+" module enabled, which this edgeplane server does not apply to traffic yet; it refuses the traffic rather than serve it without the module.")
+}
+
+// routeClosedPage answers traffic of a route that fails closed: a forward-internal target of
+// another protocol is a refusal ngrok makes too, so it gets ngrok's code for it and says so,
+// where anything else is a module the data plane does not apply yet.
+func routeClosedPage(w http.ResponseWriter, route *plan.Route) {
+	if op, ok := errors.AsType[*trafficpolicy.OtherProtocolError](route.UnenforcedErr); ok {
+		msg := op.Error()
+		enforce.ErrorPage(w, http.StatusServiceUnavailable, 3502, "The traffic policy of route "+route.ID+" is refused: "+msg+
+			". The route refuses its traffic until the policy forwards to an internal endpoint of its own protocol.")
+		return
+	}
+	unenforcedPage(w, "route", route.ID, route.Unenforced)
 }
 
 // serveEdge routes a request of an HTTPS edge: route by path, then the route's handler (its
@@ -47,7 +62,7 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 	}
 	x.atEdge(e.Account, e.ID, route.ID)
 	if route.Unenforced != "" {
-		unenforcedPage(w, "route", route.ID, route.Unenforced)
+		routeClosedPage(w, route)
 		return
 	}
 	h := route.Handler
@@ -106,10 +121,12 @@ type SignInStore interface {
 // no non-public address unless OutboundAllowPrivate (an account's configuration names the URLs
 // it fetches), and st's UseOnce, where the saml module keeps the assertions it accepted so that
 // none is accepted twice on any replica, and its record of the sessions single logout ended.
-// Without st (nil) every saml route refuses all sign-ins. Its key sets' cache (KeySets) is the
-// environment's own, shared by the stages of every plan built with it.
+// Without st (nil) every saml route refuses all sign-ins. Its caches of key sets (KeySets) and
+// of discovered OpenID providers (OIDCProviders) are the environment's own, shared by the
+// stages of every plan built with it.
 func (s *Server) Env(st SignInStore) *plan.Env {
-	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets()}
+	env := &plan.Env{Outbound: outbound.NewClient(s.outboundOptions()), Internal: s, KeySets: enforce.NewKeySets(),
+		OIDCProviders: enforce.NewOIDCProviders(), Log: s.log}
 	if st != nil {
 		env.UseOnce = st.UseOnce
 		env.Revocations = enforce.NewRevocations(st)

@@ -143,6 +143,9 @@ type Server struct {
 	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
 	// (see Requests): one atomic add per request.
 	httpRequests, httpsRequests atomic.Uint64
+	// connSeq numbers the public connections; the numbers key this server's proxy's pool of
+	// agent streams, so they need be unique only within the server.
+	connSeq atomic.Uint64
 }
 
 // New builds the public listeners' server; Serve* start them.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/inspect"
-	"github.com/edgeplane/edgeplane/internal/benchcpu"
 	"github.com/edgeplane/edgeplane/plan"
 )
 
@@ -73,16 +72,7 @@ func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func
 		}
 		return nil
 	}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = serve(s, ln) }()
-	defer s.Close()
-	defer ln.Close()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
-	}}}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, DialContext: benchServe(b, s, serve)}}
 	defer client.CloseIdleConnections()
 	get := func() {
 		req, _ := http.NewRequest("GET", "http://app.example.com/orders/42?page=1", nil)
@@ -99,17 +89,7 @@ func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func
 			b.Fatalf("%d %q", resp.StatusCode, body)
 		}
 	}
-	for range 2000 { // warm: connections open, pools filled, the ring full
-		get()
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	benchcpu.PerOp(b)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			get()
-		}
-	})
+	benchParallel(b, 2000, get)
 }
 
 // answerEndpoint is an endpoint whose handler answers itself, so that a benchmark sees the

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -28,7 +27,8 @@ import (
 type proxy struct {
 	s  *Server
 	rp *httputil.ReverseProxy
-	tr *http.Transport
+	tr *http.Transport  // static backends: connections of net/http's Transport
+	st *streamTransport // agents: synchronous exchanges on proxy streams
 }
 
 type ctxKey int
@@ -37,14 +37,12 @@ const (
 	dialKey ctxKey = iota
 )
 
-var connSeq atomic.Uint64
-
 // connContext gives each public connection a number, part of the key of its agent streams,
 // records the connection for the limiter (netx.ClaimContext), and records it, when it was
 // accepted and how to find the certificate it was served for the traffic policies of its
 // requests (close-connection, conn.ts.start, conn.tls.server.*).
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
-	info := &enforce.ConnInfo{ID: connSeq.Add(1), Conn: c, Start: time.Now()}
+	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now()}
 	if _, ok := c.(*tls.Conn); ok {
 		info.Served = s.served
 	}
@@ -91,6 +89,8 @@ type dialInfo struct {
 	proto string
 	// once closes the connection after the request (target.once).
 	once bool
+	// static: the target is a static backend, carried by net/http's Transport.
+	static bool
 }
 
 // Drainer is what an Endpoint of another replica that is draining after a handover also has:
@@ -109,7 +109,7 @@ func draining(ep Endpoint) bool {
 }
 
 func newProxy(s *Server) *proxy {
-	p := &proxy{s: s}
+	p := &proxy{s: s, st: newStreamTransport()}
 	p.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			info, _ := ctx.Value(dialKey).(*dialInfo)
@@ -128,7 +128,7 @@ func newProxy(s *Server) *proxy {
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite,
-		Transport:    p.tr,
+		Transport:    p,
 		ErrorHandler: p.fail,
 		ErrorLog:     nil,
 		BufferPool:   copyBuffers{},
@@ -152,7 +152,20 @@ func (copyBuffers) Put(b []byte) {
 	}
 }
 
-func (p *proxy) close() { p.tr.CloseIdleConnections() }
+// RoundTrip carries a request to its target: an agent's over a proxy stream (streamTransport),
+// a static backend's through net/http's Transport, whose connections to servers on the
+// network it keeps as before.
+func (p *proxy) RoundTrip(r *http.Request) (*http.Response, error) {
+	if info, _ := r.Context().Value(dialKey).(*dialInfo); info != nil && info.static {
+		return p.tr.RoundTrip(r)
+	}
+	return p.st.RoundTrip(r)
+}
+
+func (p *proxy) close() {
+	p.tr.CloseIdleConnections()
+	p.st.CloseIdleConnections()
+}
 
 // serve routes one public request by its Host to an online endpoint of proto. The client's own
 // ngrok-auth-* and ngrok-mtls-* headers (and the X-Forwarded-* ones spelled with underscores)
@@ -248,7 +261,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 	if c := enforce.ConnOf(r.Context()); c != nil {
 		connID = c.ID
 	}
-	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto, once: t.once})
+	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static})
 	r = r.WithContext(ctx)
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
 	p.rp.ServeHTTP(w, r)

@@ -1,15 +1,12 @@
 package ingress
 
 import (
-	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 
 	"github.com/edgeplane/edgeplane/enforce"
-	"github.com/edgeplane/edgeplane/internal/benchcpu"
 	"github.com/edgeplane/edgeplane/internal/testpki"
 	"github.com/edgeplane/edgeplane/trafficpolicy"
 )
@@ -66,17 +63,9 @@ func BenchmarkPublicTLSConnection(b *testing.B) {
 					}
 					return nil
 				}})
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go func() { _ = s.ServeTLS(ln) }()
-			defer s.Close()
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 				TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "app.example.com", ClientSessionCache: nil},
-				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, network, ln.Addr().String())
-				}}}
+				DialContext:     benchServe(b, s, (*Server).ServeTLS)}}
 			get := func() {
 				resp, err := client.Get("https://app.example.com/")
 				if err != nil {
@@ -88,17 +77,7 @@ func BenchmarkPublicTLSConnection(b *testing.B) {
 					b.Fatalf("%d %q", resp.StatusCode, body)
 				}
 			}
-			for range 200 {
-				get()
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			benchcpu.PerOp(b)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					get()
-				}
-			})
+			benchParallel(b, 200, get)
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -80,6 +81,12 @@ type Env struct {
 	// KeySets caches the key sets of jwt_validation modules and jwt-validation actions, routes'
 	// and agents' alike, so rebuilds keep them; nil gives each stage its own.
 	KeySets *enforce.KeySets
+	// OIDCProviders caches the providers oidc modules, oidc bind options and openid-connect
+	// actions discover, so rebuilds keep them; nil makes each stage discover its own.
+	OIDCProviders *enforce.OIDCProviders
+	// Log receives stages' warnings for the operator (an IdP refusing a saml route's
+	// back-channel logout); nil discards them.
+	Log *slog.Logger
 }
 
 // BackendKind says what a backend does with a connection.
@@ -245,7 +252,7 @@ func (b *builder) route(e *ep.HTTPSEdge, r *ep.HTTPSEdgeRoute) *Route {
 		Unenforced: unenforced(ep.HTTPSEdgeRoutes, r), Chain: b.ipChain(r.IPRestriction), Backend: b.backendOf(r.Backend)}
 	if rt.Unenforced == "" {
 		if err := b.routeStages(e, r, rt); err != nil {
-			rt.Unenforced = err.Error()
+			rt.Unenforced, rt.UnenforcedErr = err.Error(), err
 		}
 	}
 	if b.final != nil {

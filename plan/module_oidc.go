@@ -25,7 +25,7 @@ func routeOIDC(cfg any, s RouteEnv) (enforce.Stage, error) {
 		secret = *m.ClientSecret
 	}
 	return enforce.NewOIDC(enforce.OIDCConfig{Issuer: m.Issuer, ClientID: m.ClientID, ClientSecret: secret,
-		Scopes: m.Scopes, Session: sess, Client: s.Env.Outbound})
+		Scopes: m.Scopes, Session: sess, Client: s.Env.Outbound, Providers: s.Env.OIDCProviders})
 }
 
 // sessionConfig is the session settings every sign-in module shares, with the environment's key;
@@ -59,5 +59,5 @@ func bindOIDC(raw json.RawMessage, b BindEnv) (enforce.Stage, error) {
 	}
 	return enforce.NewOIDC(enforce.OIDCConfig{Issuer: o.IssuerURL, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 		Scopes: o.Scopes, EmailAddresses: o.AllowEmails, EmailDomains: o.AllowDomains, Client: env.Outbound,
-		Session: env.BindSignIn.session(env.SessionKey), CheckInterval: env.BindSignIn.CheckInterval})
+		Session: env.BindSignIn.session(env.SessionKey), CheckInterval: env.BindSignIn.CheckInterval, Providers: env.OIDCProviders})
 }

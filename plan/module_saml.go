@@ -37,7 +37,7 @@ func routeSAML(cfg any, at RouteEnv) (enforce.Stage, error) {
 		ACSURL: m.AssertionConsumerServiceURL, SLOURL: m.SingleLogoutURL, Key: pair.PrivateKey.(*rsa.PrivateKey), Certificate: pair.Leaf,
 		ForceAuthn: m.ForceAuthn, AllowIdPInitiated: m.AllowIdPInitiated, AuthorizedGroups: m.AuthorizedGroups,
 		NameIDFormat: m.NameIDFormat, Session: sess, RouteID: r.ID, UseOnce: s.Env.UseOnce,
-		Revocations: s.Env.Revocations, Client: s.Env.Outbound})
+		Revocations: s.Env.Revocations, Client: s.Env.Outbound, Log: s.Env.Log})
 }
 
 // samlURLsServed checks that the module's URLs are the ones this data plane serves for the

@@ -34,7 +34,7 @@ func routeTrafficPolicy(cfg any, at RouteEnv) (enforce.Stage, error) {
 		opts.SignIn = &enforce.SignInOptions{SessionKey: s.Env.SessionKey, OAuthApps: s.Env.OAuthApps, OAuthEndpoints: s.Env.OAuthEndpoints}
 	}
 	if s.Env != nil {
-		opts.WAF, opts.KeySets = s.Env.WAF, s.Env.KeySets
+		opts.WAF, opts.KeySets, opts.OIDCProviders = s.Env.WAF, s.Env.KeySets, s.Env.OIDCProviders
 	}
 	use := policyUse{sum: k.sum}
 	// A document that may hold state of its route's own (rate limits, a circuit breaker),
@@ -301,7 +301,7 @@ func connTrafficPolicy(raw json.RawMessage, env BindEnv) (*enforce.ConnPolicy, e
 func (e BindEnv) options() enforce.PolicyOptions {
 	o := enforce.PolicyOptions{Endpoint: e.Endpoint, Log: e.Log, Outbound: e.outbound(), TerminateTLS: e.TerminateTLS}
 	if e.Env != nil {
-		o.WAF, o.KeySets = e.Env.WAF, e.Env.KeySets
+		o.WAF, o.KeySets, o.OIDCProviders = e.Env.WAF, e.Env.KeySets, e.Env.OIDCProviders
 		o.Internal = e.Env.Internal
 		o.SignIn = &enforce.SignInOptions{SessionKey: e.Env.SessionKey, OAuthApps: e.Env.OAuthApps, OAuthEndpoints: e.Env.OAuthEndpoints}
 	}

@@ -290,7 +290,7 @@ func (b *builder) routeStages(e *ep.HTTPSEdge, r *ep.HTTPSEdgeRoute, rt *Route) 
 		}
 		st, err := sm.data.route(v, RouteEnv{Snapshot: b.s, Edge: e, Route: r, live: b.live})
 		if err != nil {
-			return fmt.Errorf("%s (%v)", m.Name, err)
+			return fmt.Errorf("%s (%w)", m.Name, err)
 		}
 		if rt.Chain == nil {
 			rt.Chain = &enforce.Chain{}

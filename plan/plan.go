@@ -128,8 +128,12 @@ type Route struct {
 	Exact      bool
 	Match      string
 	Unenforced string
-	Chain      *enforce.Chain
-	Backend    *Backend // nil: the route has no (enabled) backend
+	// UnenforcedErr is the error of the module whose build failed the route closed, when one
+	// did: the data plane names some refusals on the route's page (a forward-internal target of
+	// another protocol, trafficpolicy.OtherProtocolError).
+	UnenforcedErr error
+	Chain         *enforce.Chain
+	Backend       *Backend // nil: the route has no (enabled) backend
 	// Handler runs the route's stages in front of the final handler given to Build.
 	Handler http.Handler
 }

@@ -96,18 +96,35 @@ func InternalURL(phase, s string) (Target, error) {
 // edgeplane does not apply yet.
 var ErrOtherProtocol = errors.New("the forward-internal action can't forward between endpoints that use different protocols")
 
+// OtherProtocolError is SameProtocol's refusal, naming both protocols, so that a route failing
+// closed on it can say why with ngrok's code for it (ERR_NGROK_3502) instead of the generic one
+// of what edgeplane does not apply yet. It is ErrOtherProtocol (errors.Is).
+type OtherProtocolError struct {
+	// From is the protocol family of the policy's endpoint or edge: "http" or "tcp".
+	From string
+	// Target is the internal endpoint the action names.
+	Target Target
+}
+
+func (e *OtherProtocolError) Error() string {
+	proto := "tcp or tls"
+	if e.From == "http" {
+		proto = "http or https"
+	}
+	return fmt.Sprintf("%v: this endpoint is %s, and %s://%s is a %s endpoint", ErrOtherProtocol, proto, e.Target.Scheme, e.Target.Host, e.Target.Scheme)
+}
+
+// Unwrap makes the error ErrOtherProtocol.
+func (e *OtherProtocolError) Unwrap() error { return ErrOtherProtocol }
+
 // SameProtocol checks that forward-internal's target speaks the protocol of the endpoint (or
 // edge) whose policy names it, as ngrok requires (its error 3502): from an http or https one,
 // an internal http or https endpoint; from a tcp or tls one, an internal tcp or tls endpoint.
-// from is the endpoint's protocol family, "http" or "tcp".
+// from is the endpoint's protocol family, "http" or "tcp"; the error is an *OtherProtocolError.
 func SameProtocol(from string, t Target) error {
 	http := t.Scheme == "http" || t.Scheme == "https"
 	if (from == "http") != http {
-		proto := "tcp or tls"
-		if from == "http" {
-			proto = "http or https"
-		}
-		return fmt.Errorf("%w: this endpoint is %s, and %s://%s is a %s endpoint", ErrOtherProtocol, proto, t.Scheme, t.Host, t.Scheme)
+		return &OtherProtocolError{From: from, Target: t}
 	}
 	return nil
 }

@@ -28,8 +28,9 @@ func connectForward(url, onError string) string {
 // public endpoints reach their own. A's policy naming an internal endpoint only B has finds
 // nothing: halt closes the connection unanswered, continue serves it with A's own phases and
 // upstream. A tcp or tls target (another protocol, ngrok's ERR_NGROK_3502) refuses the bind
-// with ERR_NGROK_301, and fails a route closed (503 ERR_NGROK_3210); the API accepts the
-// document, which does not know its endpoint's protocol.
+// with ERR_NGROK_301, and fails a route closed with ngrok's code for it (503 ERR_NGROK_3502,
+// naming both protocols) while B's route of the same shape forwarding to its own https endpoint
+// serves; the API accepts the document, which does not know its endpoint's protocol.
 func TestForwardInternalOnTCPConnect(t *testing.T) {
 	wa := start(t)
 	wb := wa.asAccount("tenant-b")
@@ -98,10 +99,20 @@ func TestForwardInternalOnTCPConnect(t *testing.T) {
 	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": connectForward("tls://web.internal", "")}, nil); st != 200 {
 		t.Fatalf("put a traffic_policy forwarding to a tls endpoint: %d", st)
 	}
+	routeB := policyRoute(t, wb, "tc-route-b.example.com")
+	if st := wb.call("PUT", routeB+"/traffic_policy", map[string]any{"value": connectForward("https://web.internal", "")}, nil); st != 200 {
+		t.Fatalf("put B's traffic_policy: %d", st)
+	}
 	c := wa.httpsClient()
-	eventually(t, 5*time.Second, "the route forwarding to a tls endpoint fails closed", func() bool {
+	eventually(t, 5*time.Second, "the route forwarding to a tls endpoint fails closed with 503 ERR_NGROK_3502 naming both protocols", func() bool {
 		resp, body, err := try(c, "GET", "https://tc-route-a.example.com/echo", nil)
-		return err == nil && resp.StatusCode == 503 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3210" && strings.Contains(string(body), "different protocols")
+		return err == nil && resp.StatusCode == 503 && resp.Header.Get("ngrok-error-code") == "ERR_NGROK_3502" &&
+			strings.Contains(string(body), "different protocols: this endpoint is http or https, and tls://web.internal is a tls endpoint") &&
+			!strings.Contains(string(body), "does not apply")
+	})
+	eventually(t, 5*time.Second, "B's route serves its own internal https endpoint", func() bool {
+		resp, body, err := try(c, "GET", "https://tc-route-b.example.com/teapot", nil)
+		return err == nil && resp.StatusCode == 200 && string(body) == "who=internal-b-tls user= body=" && resp.Header.Get("x-public") == ""
 	})
 	if st := wa.call("PUT", routeA+"/traffic_policy", map[string]any{"value": connectForward("https://web.internal", "")}, nil); st != 200 {
 		t.Fatalf("put traffic_policy: %d", st)

@@ -78,10 +78,17 @@ func TestTrafficPolicyJA4(t *testing.T) {
 	}
 
 	// A connection to B's route made before its policy reads the fingerprint.
-	early, err := tls.Dial("tcp", wa.https, &tls.Config{RootCAs: wa.ca, ServerName: "ja4-b.example.com", NextProtos: []string{"http/1.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The edge reaches the plan after the API answered its create; until then the listener
+	// knows no certificate for the name and the handshake fails, so the dial is retried.
+	var early *tls.Conn
+	eventually(t, 5*time.Second, "B's edge serves its name over TLS", func() bool {
+		c, err := tls.Dial("tcp", wa.https, &tls.Config{RootCAs: wa.ca, ServerName: "ja4-b.example.com", NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			return false
+		}
+		early = c
+		return true
+	})
 	defer early.Close()
 	earlyReader := bufio.NewReader(early)
 	ask := func() (*http.Response, string) {

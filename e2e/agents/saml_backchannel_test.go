@@ -70,15 +70,7 @@ func TestSAMLSOAPLogoutAccounts(t *testing.T) {
 	b.samlRoute(t, idp, "soap-b.example.com", "team-b")
 
 	browser := a.samlBrowser()
-	visit := func(c *http.Client, u string) samltest.Page {
-		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		p, err := samltest.Browse(c, req, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	visit := func(c *http.Client, u string) samltest.Page { t.Helper(); return samlVisit(t, c, u, nil) }
 	signedIn := func(c *http.Client, host, name string) bool {
 		p := visit(c, "https://"+host+"/")
 		return p.Status == 200 && string(p.Body) == name+" saw alice"
@@ -121,6 +113,26 @@ func TestSAMLSOAPLogoutAccounts(t *testing.T) {
 	}
 }
 
+// newTLSIdP is a test IdP over HTTPS (so that the SOAP binding may reach it) reading service
+// providers' metadata through the listener of the world worldOf names for the entity id (asked
+// when the IdP needs it, so the world may start after), and the PEM file of its certificate for
+// --outbound-ca.
+func newTLSIdP(t *testing.T, worldOf func(entityID string) *world) (*samltest.IdP, string) {
+	idp := samltest.NewTLSIdP(t, func(id string) ([]byte, error) {
+		resp, err := worldOf(id).samlBrowser().Get(id)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	})
+	caFile := filepath.Join(t.TempDir(), "idp.pem")
+	if err := os.WriteFile(caFile, idp.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return idp, caFile
+}
+
 // artifactBrowser is samlBrowser trusting the IdP's HTTPS certificate too.
 func (w *world) artifactBrowser(idp *samltest.IdP) *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -140,22 +152,12 @@ func (w *world) artifactBrowser(idp *samltest.IdP) *http.Client {
 
 func TestSAMLArtifactAccounts(t *testing.T) {
 	var a, c *world
-	idp := samltest.NewTLSIdP(t, func(id string) ([]byte, error) {
-		w := a
+	idp, caFile := newTLSIdP(t, func(id string) *world {
 		if strings.Contains(id, "art-c.example.com") {
-			w = c
+			return c
 		}
-		resp, err := w.samlBrowser().Get(id)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		return io.ReadAll(resp.Body)
+		return a
 	})
-	caFile := filepath.Join(t.TempDir(), "idp.pem")
-	if err := os.WriteFile(caFile, idp.CertPEM(), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
 	b := a.asAccount("team-b")
 	idp.AnswerWithArtifacts(saml.HTTPPostBinding)
@@ -165,12 +167,7 @@ func TestSAMLArtifactAccounts(t *testing.T) {
 
 	visit := func(c *http.Client, u string, tamper func(samltest.Form) samltest.Form) samltest.Page {
 		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		p, err := samltest.Browse(c, req, tamper)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return samlVisit(t, c, u, tamper)
 	}
 	eventually(t, 0, "A's route signs in with an artifact", func() bool {
 		p := visit(a.artifactBrowser(idp), "https://art-a.example.com/", nil)

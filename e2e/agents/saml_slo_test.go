@@ -58,15 +58,7 @@ func TestSAMLSingleLogout(t *testing.T) {
 	sloA := a.samlRoute(t, idp, "slo-a.example.com", "team-a")
 	b.samlRoute(t, idp, "slo-b.example.com", "team-b")
 
-	visit := func(c *http.Client, u string) samltest.Page {
-		t.Helper()
-		req, _ := http.NewRequest("GET", u, nil)
-		p, err := samltest.Browse(c, req, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	visit := func(c *http.Client, u string) samltest.Page { t.Helper(); return samlVisit(t, c, u, nil) }
 	// admitted: the browser reaches the account's agent without signing in again.
 	admitted := func(c *http.Client, host, name string) bool {
 		t.Helper()

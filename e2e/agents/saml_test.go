@@ -49,6 +49,18 @@ func (w *world) samlBrowser() *http.Client {
 	}
 }
 
+// samlVisit browses to u with c, through every form the pages post on the way (tamper, when not
+// nil, may change each before it is posted), and fails t when the browser cannot.
+func samlVisit(t *testing.T, c *http.Client, u string, tamper func(samltest.Form) samltest.Form) samltest.Page {
+	t.Helper()
+	req, _ := http.NewRequest("GET", u, nil)
+	p, err := samltest.Browse(c, req, tamper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestSAMLSignIn: a route with the saml module signs a browser in through a local IdP, by the
 // URLs the API reported, before an ngrok-go agent's tunnel sees the request with the identity
 // headers; a user outside authorized_groups gets 403 ERR_NGROK_5312; the SLO URL signs out; the

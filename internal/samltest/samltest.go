@@ -75,6 +75,8 @@ type IdP struct {
 	sessions     map[string]*saml.Session
 	participants map[string][]saml.SessionParticipant
 	spLogout     string // the only SLO binding of the service providers' metadata seen, "" for all
+	// refuseLogouts makes service providers' LogoutRequests fail (RefuseLogouts).
+	refuseLogouts bool
 	// Artifacts (artifact.go): the binding answers go with ("" for HTTP-POST), the answers
 	// waiting to be resolved, the ArtifactResolves received, and the tests' hooks.
 	artifactBinding string

@@ -1,6 +1,7 @@
 package samltest
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -100,6 +101,9 @@ func (p sessionProvider) InvalidateSession(_ http.ResponseWriter, _ *http.Reques
 	i := p.i
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.refuseLogouts {
+		return errors.New("the session store is down")
+	}
 	for id, s := range i.sessions {
 		if req.MatchesSession(s) {
 			delete(i.sessions, id)
@@ -126,4 +130,13 @@ func (i *IdP) BackChannelLogout(id string) (status int, page string) {
 	delete(i.sessions, s.ID)
 	i.mu.Unlock()
 	return rec.Code, rec.Body.String()
+}
+
+// RefuseLogouts makes the IdP fail to end the sessions service providers' LogoutRequests name
+// (on) or end them again (off): it then answers each such request with the Responder status,
+// as an IdP whose session store is down.
+func (i *IdP) RefuseLogouts(on bool) {
+	i.mu.Lock()
+	i.refuseLogouts = on
+	i.mu.Unlock()
 }

@@ -1,0 +1,81 @@
+package agents
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/crewjam/saml"
+
+	"github.com/edgeplane/edgeplane/internal/samltest"
+)
+
+// TestSAMLSOAPLogoutStartedHere: the IdP's metadata offers single logout with the SOAP binding
+// only, so a logout started at edgeplane cannot send the browser there: edgeplane sends the IdP
+// a LogoutRequest signed by the route's key itself, over its guarded outbound client. Two
+// accounts, each with a saml route trusting the IdP: logging out of A's route ends that sign-in's
+// session at the IdP and A's session, and B's stays. When the IdP refuses (Responder), the
+// session here ends all the same and the page says the IdP did not confirm.
+func TestSAMLSOAPLogoutStartedHere(t *testing.T) {
+	var a *world
+	idp, caFile := newTLSIdP(t, func(string) *world { return a })
+	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
+	b := a.asAccount("team-b")
+	idp.OnlyIdPLogoutBinding(saml.SOAPBinding)
+	idp.SetUser(&samltest.User{NameID: "alice"})
+	a.samlRoute(t, idp, "soapout-a.example.com", "team-a")
+	b.samlRoute(t, idp, "soapout-b.example.com", "team-b")
+
+	browser := a.artifactBrowser(idp)
+	signedIn := func(host, name string) bool {
+		p := samlVisit(t, browser, "https://"+host+"/", nil)
+		return p.Status == 200 && string(p.Body) == name+" saw alice"
+	}
+	// admitted: the browser reaches the account's agent without signing in again.
+	admitted := func(host, name string) bool {
+		t.Helper()
+		idp.SetUser(nil)
+		defer idp.SetUser(&samltest.User{NameID: "alice"})
+		return signedIn(host, name)
+	}
+	eventually(t, 0, "A's route signs in", func() bool { return signedIn("soapout-a.example.com", "team-a") })
+	sessA := idp.Sessions()[len(idp.Sessions())-1]
+	eventually(t, 0, "B's route signs in", func() bool { return signedIn("soapout-b.example.com", "team-b") })
+	hasSession := func(id string) bool {
+		for _, s := range idp.Sessions() {
+			if s.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Logout at edgeplane on A's route: the IdP ends A's sign-in's session, told over SOAP.
+	p := samlVisit(t, browser, "https://soapout-a.example.com/ngrok/logout", nil)
+	if p.Status != 200 || !strings.Contains(string(p.Body), "Signed out") {
+		t.Fatalf("logout at edgeplane: %d %q %s", p.Status, p.Header.Get("ngrok-error-code"), p.Body)
+	}
+	if hasSession(sessA.ID) {
+		t.Fatal("the IdP's session of A's sign-in lives on after the logout at edgeplane")
+	}
+	if admitted("soapout-a.example.com", "team-a") || !admitted("soapout-b.example.com", "team-b") {
+		t.Fatal("after logging out of A's route: A's session lives on or B's ended")
+	}
+
+	// The IdP cannot end the session of a new sign-in on A's route: it answers the
+	// LogoutRequest with Responder; the session here ends anyway, and the page says so.
+	if !signedIn("soapout-a.example.com", "team-a") {
+		t.Fatal("signing in again on A's route")
+	}
+	idp.RefuseLogouts(true)
+	p = samlVisit(t, browser, "https://soapout-a.example.com/ngrok/logout", nil)
+	if p.Status != 502 || p.Header.Get("ngrok-error-code") != "ERR_NGROK_5211" ||
+		!strings.Contains(string(p.Body), "did not confirm the logout") || !strings.Contains(string(p.Body), saml.StatusResponder) {
+		t.Fatalf("logout the IdP refuses: %d %q %s", p.Status, p.Header.Get("ngrok-error-code"), p.Body)
+	}
+	if admitted("soapout-a.example.com", "team-a") || !admitted("soapout-b.example.com", "team-b") {
+		t.Fatal("after a logout the IdP refused: A's session lives on or B's ended")
+	}
+	if log := a.proc.Stderr.String(); !strings.Contains(log, "did not confirm a back-channel logout") || !strings.Contains(log, saml.StatusResponder) {
+		t.Errorf("no warning in the server's log of the IdP's refusal:\n%s", log)
+	}
+}

@@ -1,0 +1,182 @@
+package ingress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"os"
+	"time"
+)
+
+// The stream transport's pool: idle streams by key, bounded per key and in all, closed after
+// their idle timeout or as soon as a watched idle stream is closed by its agent.
+
+// get returns an idle stream of key that is still open, else a new one.
+func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (sc *streamConn, reused bool, err error) {
+	for {
+		sc := t.take(key)
+		if sc == nil {
+			break
+		}
+		if sc.fresh() {
+			return sc, true, nil
+		}
+		sc.close()
+	}
+	c, err := info.dial(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	sc = &streamConn{t: t, key: key, c: c, watched: make(chan error, 1)}
+	sc.br = bufio.NewReaderSize(sc, 4<<10)
+	sc.bw = bufio.NewWriterSize(streamWriter{c}, 4<<10)
+	return sc, false, nil
+}
+
+// streamWriter is what a stream's bufio.Writer writes to. Its ReadFrom, which bufio.Writer
+// hands a body to once the headers are flushed, sends a body with a Content-Length on as it
+// arrives, piece by piece as net/http's Transport does, instead of holding it in 4 KiB
+// pieces: an upload in progress reaches the agent as it is made. (A chunked body is flushed
+// after every chunk by Request.Write itself.)
+type streamWriter struct{ c net.Conn }
+
+func (w streamWriter) Write(p []byte) (int, error) { return w.c.Write(p) }
+
+func (w streamWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBuffers{}.Get()
+	defer copyBuffers{}.Put(buf)
+	return io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
+}
+
+// take removes the most recently idle stream of key from the pool, nil if there is none.
+func (t *streamTransport) take(key string) *streamConn {
+	t.mu.Lock()
+	l := t.idle[key]
+	if len(l) == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	sc := l[len(l)-1]
+	t.removeLocked(sc)
+	watching := sc.watching
+	if !watching {
+		sc.timer.Stop() // a watch starting late finds the stream taken (watch)
+	}
+	t.mu.Unlock()
+	if watching {
+		// Wake the watcher; what it read tells whether the stream is still good.
+		_ = sc.c.SetReadDeadline(time.Unix(1, 0))
+		err := <-sc.watched
+		sc.watching = false
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			sc.close()
+			return t.take(key)
+		}
+		if err := sc.c.SetReadDeadline(time.Time{}); err != nil {
+			sc.close()
+			return t.take(key)
+		}
+	}
+	return sc
+}
+
+// fresh reports whether a stream taken from the pool may carry a request: nothing arrived on
+// it while it was idle (an answer nobody asked for makes the stream unusable).
+func (sc *streamConn) fresh() bool { return sc.br.Buffered() == 0 }
+
+// removeLocked takes sc out of the pool. t.mu is held.
+func (t *streamTransport) removeLocked(sc *streamConn) {
+	l := t.idle[sc.key]
+	for i, x := range l {
+		if x == sc {
+			l = append(l[:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(t.idle, sc.key)
+	} else {
+		t.idle[sc.key] = l
+	}
+	t.lru.Remove(sc.elem)
+	sc.elem = nil
+}
+
+// put returns a stream whose exchange is complete to the pool, or closes it when the pool of
+// its key, or the whole pool (then the longest idle stream goes instead), is full.
+func (t *streamTransport) put(sc *streamConn) {
+	sc.limit = math.MaxInt64
+	t.mu.Lock()
+	if len(t.idle[sc.key]) >= t.maxIdlePerKey {
+		t.mu.Unlock()
+		sc.close()
+		return
+	}
+	var evicted *streamConn
+	if t.lru.Len() >= t.maxIdle {
+		evicted = t.lru.Front().Value.(*streamConn)
+		t.removeLocked(evicted)
+	}
+	sc.idleSince = time.Now()
+	sc.elem = t.lru.PushBack(sc)
+	t.idle[sc.key] = append(t.idle[sc.key], sc)
+	if sc.timer == nil {
+		sc.timer = time.AfterFunc(t.watchAfter, sc.watch)
+	} else {
+		sc.timer.Reset(t.watchAfter)
+	}
+	t.mu.Unlock()
+	if evicted != nil {
+		evicted.close()
+	}
+}
+
+// watch reads a stream idle for watchAfter until its idle timeout, so that one its agent or
+// upstream closes (or writes to unasked) leaves the pool at once, as net/http's reading
+// goroutine does; a stream reused sooner is not watched, which saves a hand-off per request on
+// a busy connection. A request taking the stream meanwhile ends the read with a past deadline
+// and receives the result (take).
+func (sc *streamConn) watch() {
+	t := sc.t
+	t.mu.Lock()
+	if sc.elem == nil || sc.watching {
+		t.mu.Unlock()
+		return
+	}
+	sc.watching = true
+	_ = sc.c.SetReadDeadline(sc.idleSince.Add(t.idleTimeout))
+	t.mu.Unlock()
+	_, err := sc.br.Peek(1)
+	if err == nil {
+		err = errors.New("ingress: the agent sent data on an idle stream")
+	}
+	t.mu.Lock()
+	if sc.elem != nil { // closed, written to, or idle for idleTimeout: not taken
+		t.removeLocked(sc)
+		t.mu.Unlock()
+		sc.close()
+		return
+	}
+	t.mu.Unlock()
+	sc.watched <- err
+}
+
+// CloseIdleConnections closes every idle stream (the server's Close, a drain).
+func (t *streamTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	var all []*streamConn
+	for e := t.lru.Front(); e != nil; e = e.Next() {
+		all = append(all, e.Value.(*streamConn))
+	}
+	for _, sc := range all {
+		t.removeLocked(sc)
+		sc.timer.Stop()
+	}
+	t.mu.Unlock()
+	for _, sc := range all {
+		sc.close()
+	}
+}
