@@ -121,6 +121,8 @@ type Gateway struct {
 	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
 	// before Serve).
 	echoHandover, streamTypeTimeout time.Duration
+	// takeoverWait is the package's, set by New (tests shorten it).
+	takeoverWait time.Duration
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -134,7 +136,7 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
 		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
-		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout}
+		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, takeoverWait: takeoverWait}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -54,6 +54,9 @@ type session struct {
 	// open counts the proxy streams open to the agent now, public connections and other
 	// replicas' alike: a handover's drain ends a session only once none is left (drain.go).
 	open atomic.Int64
+	// moving is set when a drain ends the session for its agent to reconnect elsewhere: its
+	// rows are left for the agent's new session to take over (drain.go).
+	moving atomic.Bool
 
 	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
 	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.
@@ -318,7 +321,8 @@ func (s *session) stopTunnel(t *Tunnel, code int, msg string) {
 	}()
 }
 
-// close ends the session: its tunnels go offline and its rows are deleted.
+// close ends the session: its tunnels go offline and its rows are deleted, unless the session
+// is moving (then the agent's next session takes them over, or the drain deletes them).
 func (s *session) close() {
 	s.once.Do(func() {
 		close(s.done)
@@ -332,7 +336,7 @@ func (s *session) close() {
 		for _, t := range s.tunnelList() {
 			s.gw.Registry.remove(t)
 		}
-		if s.rows {
+		if s.rows && !s.moving.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 			defer cancel()
 			if err := s.gw.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {
