@@ -134,8 +134,20 @@ func BenchmarkStreamWindow(b *testing.B) {
 // benchStreamWindow is BenchmarkStreamWindow with window w, edgeplane's side reading into a
 // buffer of rd bytes; w 0 is the agent at its default window and edgeplane auto-tuning.
 func benchStreamWindow(b *testing.B, w uint32, rd int) {
+	benchStreamWindowWrapped(b, w, rd, nil)
+}
+
+// benchStreamWindowWrapped is benchStreamWindow with edgeplane's end of the connection wrapped
+// by link (nil: none), under the count of its writes.
+func benchStreamWindowWrapped(b *testing.B, w uint32, rd int, link func(net.Conn) net.Conn) {
 	var cnt *countingConn
-	sc, cc := tlsPair(b, func(c net.Conn) net.Conn { cnt = &countingConn{Conn: c}; return cnt })
+	sc, cc := tlsPair(b, func(c net.Conn) net.Conn {
+		if link != nil {
+			c = link(c)
+		}
+		cnt = &countingConn{Conn: c}
+		return cnt
+	})
 	newFramer, srvWindow := newSingleWriteFramer, w
 	if w == 0 {
 		g := newStreamGuard()

@@ -33,7 +33,8 @@ const (
 	// maxProxyWindow is the most window one proxy stream grows to: where one muxado stream
 	// over TLS stops gaining (BenchmarkStreamWindow), and below frp's 6 MiB.
 	maxProxyWindow = 4 << 20
-	// DefaultWindowBudget is the default of Config.WindowBudget: sixteen streams at
+	// DefaultWindowBudget is the budget --agent-window-budget-mib suggests when an operator
+	// turns the feature on (it is off by default, docs/decisions.md): sixteen streams at
 	// maxProxyWindow at once.
 	DefaultWindowBudget = 64 << 20
 )
