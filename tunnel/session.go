@@ -76,11 +76,18 @@ func newSession(g *Gateway, conn *tls.Conn) *session {
 // be Auth, within the handshake timeout; heartbeats are echoed from the start.
 func (s *session) run() {
 	defer s.close()
-	// Each frame goes to the agent in one write (framer.go). The stream window stays muxado's
-	// 256 KiB: muxado does not announce a window, each side assumes its own for the peer, so a
-	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
+	// Each frame goes to the agent in one write (framer.go). muxado does not announce a window,
+	// each side assumes its own for the peer; with a window budget, muxado's buffers are made
+	// large enough for grown windows and the guard and Dial hold both directions to what each
+	// side granted (window.go), else they stay muxado's 256 KiB.
 	s.guard = newPreAuthGuard()
-	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: s.guard.framer})
+	cfg := &muxado.Config{NewFramer: s.guard.framer}
+	if s.gw.windows != nil {
+		s.guard.wide, s.guard.budget = true, s.gw.windows
+		cfg.MaxWindowSize = maxProxyWindow
+		defer s.guard.endWide()
+	}
+	mux := muxado.Server(s.conn, cfg)
 	s.raw, s.mux = mux, muxado.NewTypedStreamSession(mux)
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
@@ -240,6 +247,7 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		return false
 	}
 	s.guard.authenticated() // before the agent reads the reply and opens its requests
+	s.guard.growWindows(growableAgent(m.Extra.UserAgent))
 	resp := authResp{Version: s.version, ClientID: s.id, Extra: authRespExtra{Version: s.gw.cfg.Version, Cookie: s.id, AccountName: ""}}
 	if err := writeReply(st, resp); err != nil {
 		return false
