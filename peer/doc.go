@@ -44,7 +44,7 @@
 // take at most 5 s, the holder's answer at most 10 s.
 //
 // The dialler pings its peer every second on a stream of its own, which the peer echoes, and
-// either end closes a link from which it has read nothing at all for 3 s: any frame counts, so
+// either end closes a link from which it has read nothing at all for 5 s: any frame counts, so
 // a link busy with bulk transfers is not mistaken for a dead one. Closing a link fails its
 // streams at once, both ways, and the holder closes the agents' streams it carried. A peer that
 // could not be reached is not dialled again before a backoff, 250 ms doubling to 2 s, during

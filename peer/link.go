@@ -46,9 +46,11 @@ const (
 	// answerTimeout bounds the holder's answer (its Accept) as the dialler waits for it.
 	answerTimeout = 10 * time.Second
 	// heartbeatInterval is how often the dialler pings; heartbeatTimeout is how long either
-	// end waits for a ping or its echo before it declares the link down and closes it.
+	// end waits for a ping or its echo before it declares the link down and closes it: five
+	// pings, because a link taken for dead fails every stream on it, and a starved machine
+	// (load 12-17 on two cores) has left one quiet for 3 s (docs/decisions.md).
 	heartbeatInterval = time.Second
-	heartbeatTimeout  = 3 * time.Second
+	heartbeatTimeout  = 5 * time.Second
 	// backoffMin and backoffMax bound the wait before a new attempt to reach a peer after a
 	// failed one: it doubles with each failure.
 	backoffMin = 250 * time.Millisecond

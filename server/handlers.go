@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/store"
 )
 
 // collection is a resource table entry with what the handlers derive from it once at startup.
@@ -39,6 +40,15 @@ func (c *collection) path(parentID string) string {
 		return c.res.Path
 	}
 	return strings.Replace(c.res.Path, "{"+c.parentParam+"}", parentID, 1)
+}
+
+// childKey is the JSON-quoted key under which the collection's documents show their children,
+// or nil when they show none.
+func (c *collection) childKey() []byte {
+	if c.embeds == nil {
+		return nil
+	}
+	return c.embeds.listKey
 }
 
 func (c *collection) objectPath(parentID, id string) string { return c.path(parentID) + "/" + id }
@@ -117,6 +127,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		}
 	}
 	s.resolve(c, parent, doc)
+	if c.embeds != nil {
+		return s.getEmbedder(w, caller.AccountID, c, doc, hold, rendered)
+	}
 	body, err := s.encode(doc)
 	if err != nil {
 		return err
@@ -127,6 +140,31 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		rendered.Store(s.base, body)
 	}
 	s.writeBody(w, http.StatusOK, body)
+	return nil
+}
+
+// getEmbedder answers the GET of a document that shows its children, rendered a child at a time
+// (see addDoc) and sent in parts: up to ep.MaxHTTPSEdgeResponseBytes, never copied whole unless
+// it is small enough for the read cache to keep.
+func (s *Server) getEmbedder(w http.ResponseWriter, account string, c *collection, doc ep.Document, hold *budgetHold, rendered *store.Rendered) error {
+	var body parts
+	if _, err := addDoc(&body, doc, c.childKey(), false); err != nil {
+		return err
+	}
+	body.add([]byte{'\n'})
+	hold.resize(int64(body.size))
+	s.sizes.saw(account, c, body.size)
+	if rendered.Fits(body.size) {
+		b := body.bytes()
+		rendered.Store(s.base, b)
+		s.writeBody(w, http.StatusOK, b)
+		return nil
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(body.size)}
+	w.WriteHeader(http.StatusOK)
+	body.writeTo(w)
 	return nil
 }
 
@@ -259,15 +297,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 	} else {
 		body.add([]byte(":["))
 		for i, d := range docs {
-			b, err := json.Marshal(d)
-			if err != nil {
-				return err
-			}
 			if i > 0 {
 				body.add([]byte{','})
 			}
-			body.add(b)
-			s.sizes.saw(account, c, len(b))
+			n, err := addDoc(&body, d, c.childKey(), true)
+			if err != nil {
+				return err
+			}
+			s.sizes.saw(account, c, n)
 			docs[i] = nil
 		}
 		body.add([]byte{']'})

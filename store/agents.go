@@ -190,8 +190,11 @@ var ErrIDTaken = errors.New("store: the id belongs to another agent")
 func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
 		// The replica that held the session (one that died, or the agent left) learns that its
-		// tunnels are gone.
-		if err := s.bumpReplicas(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND credential_id = ?`, r.ID, r.CredentialID); err != nil {
+		// tunnels are gone: its generation moves, last, so that its row, which every agent
+		// leaving that replica updates, is locked only for this transaction's commit (a rolling
+		// restart moves all its agents at once).
+		held, err := s.sessionReplica(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND credential_id = ?`, r.ID, r.CredentialID)
+		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
@@ -205,8 +208,32 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
 			seen_at = excluded.seen_at, doc = excluded.doc WHERE agent_sessions.credential_id = excluded.credential_id`),
 			r.ID, r.AccountID, r.CredentialID, r.Replica, r.Conn, ep.FormatTime(time.Now()), string(r.Doc))
-		return affectedOne(s, res, err)
+		if err := affectedOne(s, res, err); err != nil {
+			return err
+		}
+		return s.bumpReplica(ctx, tx, held)
 	})
+}
+
+// sessionReplica returns the replica the query (with args) finds for a session, "" for none,
+// with the session's row locked on PostgreSQL until the transaction ends: the replica read is
+// the one whose generation the transaction moves.
+func (s *Store) sessionReplica(ctx context.Context, tx *wtx, query string, args ...any) (string, error) {
+	var replica string
+	err := tx.QueryRowContext(ctx, s.d.rebind(query+s.d.forUpdate()), args...).Scan(&replica)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return replica, s.classify(err)
+}
+
+// bumpReplica moves the generation of replica ("" for none): its tunnel rows changed.
+func (s *Store) bumpReplica(ctx context.Context, tx *wtx, replica string) error {
+	if replica == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_replicas SET gen = gen + 1 WHERE replica = ?`), replica)
+	return s.classify(err)
 }
 
 // RestoreAgentSession writes again the row of a session this replica still holds, after the
@@ -245,19 +272,44 @@ func affectedOne(s *Store, res sql.Result, err error) error {
 	return nil
 }
 
+// ReplicaSessions returns the ids of the sessions whose rows name replica: its own, less those
+// an agent that reconnected elsewhere has taken over (PutAgentSession moves the row). A drain
+// polls it to see its agents' rows taken over; it reads the replica index, not the rows' docs.
+func (s *Store) ReplicaSessions(ctx context.Context, replica string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.rebind(`SELECT id FROM agent_sessions WHERE replica = ?`), replica)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.classify(err)
+		}
+		out = append(out, id)
+	}
+	return out, s.classify(rows.Err())
+}
+
 // DeleteAgentSession removes a session and its tunnels, if the row is still the connection's
 // (an agent that reconnected to a replica has taken it over).
 func (s *Store) DeleteAgentSession(ctx context.Context, id, conn string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		if err := s.bumpReplicas(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND conn = ?`, id, conn); err != nil {
-			return err
+		// The replica's generation moves last, as in PutAgentSession: its row is the one every
+		// session of that replica updates.
+		held, err := s.sessionReplica(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND conn = ?`, id, conn)
+		if err != nil || held == "" {
+			return err // not this connection's any more (or gone): nothing to delete
 		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, conn); err != nil {
 			return s.classify(err)
 		}
-		_, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE id = ? AND conn = ?`), id, conn)
-		return s.classify(err)
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_sessions WHERE id = ? AND conn = ?`), id, conn); err != nil {
+			return s.classify(err)
+		}
+		return s.bumpReplica(ctx, tx, held)
 	})
 }
 

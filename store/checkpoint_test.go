@@ -39,9 +39,10 @@ func writePages(t *testing.T, s *Store, n, rows int, each func(frames uint32)) {
 	}
 }
 
-// The checkpointer copies the WAL back once it has grown by checkpointPages, on its own
-// connection: the committer's automatic checkpoint is set to the much larger backstop, so
-// without the checkpointer nothing would be copied this early.
+// The checkpointer syncs the WAL every syncPages and copies it back once it has grown by
+// checkpointPages, on its own connection: the committer's automatic checkpoint is set to the much
+// larger backstop, so without the checkpointer nothing would be copied this early, and nothing
+// synced under synchronous=NORMAL.
 func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	s := openCommitTest(t)
 	if s.ckpt == nil {
@@ -54,12 +55,21 @@ func TestCheckpointerCopiesTheWAL(t *testing.T) {
 	if auto != backstopPages {
 		t.Fatalf("the committer's automatic checkpoint is at %d pages, want %d", auto, backstopPages)
 	}
-	writePages(t, s, 30, 50, func(uint32) {}) // ~1,500 pages
-	for deadline := time.Now().Add(10 * time.Second); s.ckpt.runs.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint after 1,500 pages of WAL")
+	wait := func(what string, done func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
 		}
 	}
+	writePages(t, s, 25, 100, func(uint32) {}) // ~2,500 pages
+	wait("the WAL was not synced after 2,500 pages", func() bool { return s.ckpt.syncs.Load() >= 2 })
+	if n := s.ckpt.runs.Load(); n != 0 {
+		t.Errorf("%d checkpoints before %d pages of WAL", n, checkpointPages)
+	}
+	writePages(t, s, 20, 100, func(uint32) {}) // ~4,500 pages
+	wait("no checkpoint after 4,500 pages of WAL", func() bool { return s.ckpt.runs.Load() > 0 })
 }
 
 // Under writes that never pause, the WAL still starts over (through the committer's backstop,

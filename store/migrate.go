@@ -52,6 +52,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if !forEngine(base, s.d.name()) {
+			// Recorded all the same, so that every engine's schema has the same version and a
+			// backup's version means the same on both.
+			body = nil
+		}
 		err = s.connTx(ctx, conn, func(tx *sql.Tx) error {
 			var n int
 			if err := tx.QueryRowContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), v).Scan(&n); err != nil {
@@ -74,6 +79,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// forEngine reports whether the migration file base runs on the engine: a file named
+// NNNN_name.sqlite.sql or NNNN_name.postgres.sql holds a change of one engine's schema only (an
+// index that only that engine's queries use); any other file runs on both.
+func forEngine(base, engine string) bool {
+	name := strings.TrimSuffix(base, ".sql")
+	for _, e := range []string{"sqlite", "postgres"} {
+		if strings.HasSuffix(name, "."+e) {
+			return e == engine
+		}
+	}
+	return true
 }
 
 // splitStatements splits a migration file on semicolons at line ends, dropping comments.

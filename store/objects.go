@@ -68,6 +68,12 @@ func prepare(d dialect) queries {
 		children:     `SELECT count(*) FROM objects WHERE parent_id = ? AND account_id = ? AND kind = ?`,
 		parentLocked: `SELECT id FROM objects WHERE id = ? AND account_id = ?` + d.forUpdate(),
 	}
+	if d.name() == "sqlite" {
+		// SQLite pages with objects_versions, which orders an account's objects of a kind by id
+		// as objects_page does on PostgreSQL; naming it leaves the planner no other choice, and
+		// one index fewer is one B-tree insert fewer per create (migration 0020).
+		q.list = `SELECT doc FROM objects INDEXED BY objects_versions WHERE account_id = ? AND kind = ? AND id < ? ORDER BY id DESC LIMIT ?`
+	}
 	// Inside write transactions: a delete locks its row, and writing a reference share-locks the
 	// target, so on PostgreSQL a delete and a new reference to the same object cannot both
 	// succeed (the later one sees the other's commit).

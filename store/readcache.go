@@ -116,6 +116,10 @@ func (r *Rendered) Body(key string) []byte {
 	return nil
 }
 
+// Fits reports whether a body of n bytes would be kept by Store: a body larger is not worth
+// making in one piece for the cache. A nil Rendered keeps nothing.
+func (r *Rendered) Fits(n int) bool { return r != nil && n <= r.limit }
+
 // Store keeps body, rendered under key; body must not be changed afterwards. A body larger than
 // the room the cache reserved for it is not kept (the next request renders it again).
 func (r *Rendered) Store(key string, body []byte) {

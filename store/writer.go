@@ -143,7 +143,7 @@ func (c *committer) connect() error {
 	}
 	// The checkpointer copies the WAL back beside the committer; the committer's own checkpoint
 	// is only its backstop (checkpoint.go).
-	auto := checkpointPages
+	auto := syncPages // SQLite's default
 	if c.env.ckpt != nil {
 		auto = backstopPages
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"golang.ngrok.com/muxado/v2"
+	"golang.ngrok.com/muxado/v2/frame"
 )
 
 // Opening a proxy stream to an agent for one public connection, counted on its session for a
@@ -47,7 +50,7 @@ func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, p
 	}
 	ch := make(chan result, 1)
 	go func() {
-		st, err := t.sess.mux.OpenTypedStream(typeProxy)
+		st, err := t.sess.openProxyStream()
 		if err != nil {
 			t.sess.leave()
 			ch <- result{nil, t.sess.gone(err)}
@@ -74,4 +77,54 @@ func (t *Tunnel) Dial(ctx context.Context, clientAddr, proto, edgeType string, p
 		}()
 		return nil, ctx.Err()
 	}
+}
+
+// openProxyStream opens a proxy stream; with wide windows (window.go) its writes are held to the
+// agent's own window, which muxado no longer knows.
+func (s *session) openProxyStream() (muxado.Stream, error) {
+	st, err := s.mux.OpenTypedStream(typeProxy)
+	if err != nil || !s.guard.wide {
+		return st, err
+	}
+	id := frame.StreamId(st.Id())
+	w := s.guard.sendWindowOf(id)
+	if w == nil {
+		st.Close() // the agent reset it already, or the session is ending
+		return nil, errStreamEnded
+	}
+	return &limitedStream{Stream: st, w: w, g: s.guard, id: id}, nil
+}
+
+// limitedStream is a proxy stream whose writes wait for the agent's window.
+type limitedStream struct {
+	muxado.Stream
+	w  *sendWindow
+	g  *streamGuard
+	id frame.StreamId
+}
+
+// Write writes p in pieces of at most the agent's window left, waiting for its credit.
+func (l *limitedStream) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := l.w.take(len(p) - n)
+		if err != nil {
+			return n, err
+		}
+		m, err := l.Stream.Write(p[n : n+k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Close closes the stream and forgets its window: muxado discards what the agent sends after.
+func (l *limitedStream) Close() error {
+	err := l.Stream.Close()
+	l.g.mu.Lock()
+	l.g.dropWide(l.id, errStreamEnded)
+	l.g.mu.Unlock()
+	return err
 }

@@ -94,13 +94,16 @@ func newDirectory(g *Gateway, st DirectoryStore, link *peer.Link) *directory {
 		routable: map[string]bool{}, failed: map[string]string{}, complete: make(chan struct{}),
 		wake: make(chan struct{}, 1)}
 	d.view.Store(emptyView)
-	link.SetOnUp(func(string) {
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
-	})
+	link.SetOnUp(func(string) { d.pollSoon() })
 	return d
+}
+
+// pollSoon asks the poll loop for a poll as soon as the one under way, if any, is done.
+func (d *directory) pollSoon() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }
 
 // pollOnce reads the replicas table, the tunnels of the replicas that changed, and swaps the

@@ -74,33 +74,113 @@ func (c *openConn) CloseWrite() error {
 // Drain ends every agent session once it has no proxy stream open, so that its agent
 // reconnects (to the process taking over the listener) without a request in flight being cut;
 // when ctx ends first, the sessions still busy end then. It returns when every session it found
-// has ended, and how many of them had to be cut. New sessions are not accepted meanwhile: the
-// listener's owner has closed it. Close still stops the gateway afterwards.
+// has ended and its agent has taken its rows over (takeOver), and how many of them had to be
+// cut. New sessions are not accepted meanwhile: the listener's owner has closed it. Close still
+// stops the gateway afterwards.
 func (g *Gateway) Drain(ctx context.Context) (cut int) {
 	t := time.NewTicker(drainPoll)
 	defer t.Stop()
-	for {
-		left := 0
+	var ended []*session
+	end := func(s *session) {
+		s.moving.Store(true)
+		s.close()
+		ended = append(ended, s)
+	}
+	for busy := true; busy; {
+		busy = false
 		for _, s := range g.snapshotSessions() {
 			if !s.retire() && s.open.Load() >= 0 {
-				left++
+				busy = true
 				continue
 			}
-			s.close()
+			end(s)
 		}
-		if left == 0 {
-			return 0
+		if !busy {
+			break
 		}
 		select {
 		case <-ctx.Done():
 			for _, s := range g.snapshotSessions() {
 				cut++
-				s.close()
+				end(s)
 			}
-			return cut
+			busy = false
 		case <-t.C:
 		}
 	}
+	g.takeOver(ctx, ended)
+	return cut
+}
+
+// takeoverWait bounds how long a drain waits for the agents of the sessions it ended to take
+// their rows over from a new session, before it deletes the rows of those that did not.
+const takeoverWait = 2 * time.Second
+
+// takeoverPoll is how often the drain looks for the rows its agents have taken over.
+const takeoverPoll = 25 * time.Millisecond
+
+// takeOver leaves the rows of the sessions the drain ended to their agents, which reconnect
+// with the same session id at once: the new session's row takes the old one's place and its
+// binds take their rows back by id, in the store's transactions on the replica the agent
+// reached. Deleting them here as each session ends would hold the locks those transactions
+// wait on (the old session's row, this replica's generation) for as long as this process takes
+// to commit, which on a loaded machine is hundreds of milliseconds added to every agent's move
+// while public requests for its endpoints wait for it. So the rows stay until the agents have
+// taken them over (no session row names this replica's sessions any more) or takeoverWait has
+// passed, and only then are the rows of the sessions not taken over deleted. Meanwhile the
+// other replicas route to the old binds as a draining replica's, and a connection they forward
+// there follows its bind to its new place (moved.go).
+func (g *Gateway) takeOver(ctx context.Context, ended []*session) {
+	pending := map[string]*session{}
+	for _, s := range ended {
+		s.mu.Lock()
+		written := s.rows
+		s.mu.Unlock()
+		if written {
+			pending[s.id] = s
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	wait, cancel := context.WithTimeout(ctx, g.takeoverWait)
+	defer cancel()
+	t := time.NewTicker(takeoverPoll)
+	defer t.Stop()
+	for waiting := g.awaitTakeover(wait, pending); waiting; {
+		select {
+		case <-wait.Done():
+			waiting = false
+		case <-t.C:
+			waiting = g.awaitTakeover(wait, pending)
+		}
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer dcancel()
+	for _, s := range pending {
+		if err := g.cfg.Store.DeleteAgentSession(dctx, s.id, s.connID); err != nil {
+			g.log.Warn("cannot delete a session row", "session", s.id, "err", err)
+		}
+	}
+}
+
+// awaitTakeover takes off pending the sessions whose rows no longer name this replica, and
+// reports whether any is left. A store that cannot be read leaves them all, until the wait ends.
+func (g *Gateway) awaitTakeover(ctx context.Context, pending map[string]*session) bool {
+	ids, err := g.cfg.Store.ReplicaSessions(ctx, g.cfg.Replica)
+	if err != nil {
+		return ctx.Err() == nil
+	}
+	here := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		here[id] = true
+	}
+	for id := range pending {
+		if !here[id] {
+			delete(pending, id)
+		}
+	}
+	return len(pending) > 0
 }
 
 // EachLocal calls f with every tunnel of this replica's agents: its proto ("" for a labeled

@@ -127,14 +127,36 @@ func BenchmarkStreamWindow(b *testing.B) {
 	for _, rd := range []int{64 << 10, 128 << 10} {
 		b.Run(fmt.Sprintf("window-256KiB-read-%dKiB", rd>>10), func(b *testing.B) { benchStreamWindow(b, 256<<10, rd) })
 	}
+	// The agent at its 256 KiB, edgeplane granting it more as its reader keeps up (window.go).
+	b.Run("autotuned", func(b *testing.B) { benchStreamWindow(b, 0, 32<<10) })
 }
 
 // benchStreamWindow is BenchmarkStreamWindow with window w, edgeplane's side reading into a
-// buffer of rd bytes.
+// buffer of rd bytes; w 0 is the agent at its default window and edgeplane auto-tuning.
 func benchStreamWindow(b *testing.B, w uint32, rd int) {
+	benchStreamWindowWrapped(b, w, rd, nil)
+}
+
+// benchStreamWindowWrapped is benchStreamWindow with edgeplane's end of the connection wrapped
+// by link (nil: none), under the count of its writes.
+func benchStreamWindowWrapped(b *testing.B, w uint32, rd int, link func(net.Conn) net.Conn) {
 	var cnt *countingConn
-	sc, cc := tlsPair(b, func(c net.Conn) net.Conn { cnt = &countingConn{Conn: c}; return cnt })
-	srv := muxado.Server(sc, &muxado.Config{NewFramer: newSingleWriteFramer, MaxWindowSize: w})
+	sc, cc := tlsPair(b, func(c net.Conn) net.Conn {
+		if link != nil {
+			c = link(c)
+		}
+		cnt = &countingConn{Conn: c}
+		return cnt
+	})
+	newFramer, srvWindow := newSingleWriteFramer, w
+	if w == 0 {
+		g := newStreamGuard()
+		g.wide, g.budget = true, NewWindowBudget(DefaultWindowBudget)
+		g.growWindows(true)
+		newFramer, srvWindow = g.framer, maxProxyWindow
+		b.Cleanup(g.endWide)
+	}
+	srv := muxado.Server(sc, &muxado.Config{NewFramer: newFramer, MaxWindowSize: srvWindow})
 	cli := muxado.Client(cc, &muxado.Config{MaxWindowSize: w})
 	b.Cleanup(func() { srv.Close(); cli.Close() })
 	// The agent opens no streams to edgeplane for traffic; edgeplane opens them and the

@@ -47,6 +47,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is edgeplane's version, told to agents in AuthResp.
 	Version string
+	// WindowBudget is the most bytes beyond the agents' 256 KiB stream window that proxy
+	// streams' auto-tuned windows may hold at once, all sessions together (window.go); 0
+	// leaves every stream at 256 KiB, as muxado has it.
+	WindowBudget int64
 	// Link, when not nil, is this replica's link to the other replicas (--peer-listen): the
 	// gateway then routes public connections to their tunnels too (the directory, read from
 	// Store), and serves their streams for its own (AcceptPeer). Nil: a single server.
@@ -84,6 +88,8 @@ const (
 
 // Gateway accepts agents on one listener and keeps their tunnels in its Registry.
 type Gateway struct {
+	// windows is the process-wide budget of proxy streams' grown windows; nil when off.
+	windows  *WindowBudget
 	cfg      Config
 	log      *slog.Logger
 	Registry *Registry
@@ -121,6 +127,8 @@ type Gateway struct {
 	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
 	// before Serve).
 	echoHandover, streamTypeTimeout time.Duration
+	// takeoverWait is the package's, set by New (tests shorten it).
+	takeoverWait time.Duration
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -134,11 +142,14 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
 		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
-		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout}
+		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, takeoverWait: takeoverWait}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
 	g.Registry.quotas = cfg.Quotas
+	if cfg.WindowBudget > 0 {
+		g.windows = NewWindowBudget(cfg.WindowBudget)
+	}
 	if cfg.Store != nil {
 		g.changes = cfg.Store.SubscribeAgents()
 	}

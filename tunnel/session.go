@@ -54,6 +54,9 @@ type session struct {
 	// open counts the proxy streams open to the agent now, public connections and other
 	// replicas' alike: a handover's drain ends a session only once none is left (drain.go).
 	open atomic.Int64
+	// moving is set when a drain ends the session for its agent to reconnect elsewhere: its
+	// rows are left for the agent's new session to take over (drain.go).
+	moving atomic.Bool
 
 	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
 	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.
@@ -73,11 +76,18 @@ func newSession(g *Gateway, conn *tls.Conn) *session {
 // be Auth, within the handshake timeout; heartbeats are echoed from the start.
 func (s *session) run() {
 	defer s.close()
-	// Each frame goes to the agent in one write (framer.go). The stream window stays muxado's
-	// 256 KiB: muxado does not announce a window, each side assumes its own for the peer, so a
-	// larger one here would let edgeplane overrun an agent's buffer (docs/performance.md).
+	// Each frame goes to the agent in one write (framer.go). muxado does not announce a window,
+	// each side assumes its own for the peer; with a window budget, muxado's buffers are made
+	// large enough for grown windows and the guard and Dial hold both directions to what each
+	// side granted (window.go), else they stay muxado's 256 KiB.
 	s.guard = newPreAuthGuard()
-	mux := muxado.Server(s.conn, &muxado.Config{NewFramer: s.guard.framer})
+	cfg := &muxado.Config{NewFramer: s.guard.framer}
+	if s.gw.windows != nil {
+		s.guard.wide, s.guard.budget = true, s.gw.windows
+		cfg.MaxWindowSize = maxProxyWindow
+		defer s.guard.endWide()
+	}
+	mux := muxado.Server(s.conn, cfg)
 	s.raw, s.mux = mux, muxado.NewTypedStreamSession(mux)
 	authTimer := time.AfterFunc(handshakeTimeout, func() {
 		if !s.authed.Load() {
@@ -237,6 +247,7 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		return false
 	}
 	s.guard.authenticated() // before the agent reads the reply and opens its requests
+	s.guard.growWindows(growableAgent(m.Extra.UserAgent))
 	resp := authResp{Version: s.version, ClientID: s.id, Extra: authRespExtra{Version: s.gw.cfg.Version, Cookie: s.id, AccountName: ""}}
 	if err := writeReply(st, resp); err != nil {
 		return false
@@ -318,7 +329,8 @@ func (s *session) stopTunnel(t *Tunnel, code int, msg string) {
 	}()
 }
 
-// close ends the session: its tunnels go offline and its rows are deleted.
+// close ends the session: its tunnels go offline and its rows are deleted, unless the session
+// is moving (then the agent's next session takes them over, or the drain deletes them).
 func (s *session) close() {
 	s.once.Do(func() {
 		close(s.done)
@@ -332,7 +344,7 @@ func (s *session) close() {
 		for _, t := range s.tunnelList() {
 			s.gw.Registry.remove(t)
 		}
-		if s.rows {
+		if s.rows && !s.moving.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 			defer cancel()
 			if err := s.gw.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {

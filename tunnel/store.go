@@ -23,6 +23,7 @@ type Store interface {
 	PutAgentSession(ctx context.Context, r store.AgentSessionRow) error
 	RestoreAgentSession(ctx context.Context, r store.AgentSessionRow) (ours bool, err error)
 	DeleteAgentSession(ctx context.Context, id, conn string) error
+	ReplicaSessions(ctx context.Context, replica string) ([]string, error)
 	TouchAgentSessions(ctx context.Context, replica string, staleBefore time.Time, orphans bool) error
 	PutAgentTunnel(ctx context.Context, r store.AgentTunnelRow) error
 	DeleteAgentTunnel(ctx context.Context, id, sessionID, conn string) error

@@ -104,6 +104,15 @@ type streamGuard struct {
 	// credits is the window credit held back on streams edgeplane opened (credit.go), under
 	// mu; nil until the first is held.
 	credits map[frame.StreamId]uint32
+	// wide is set when the session's muxado windows are maxProxyWindow (window.go): the streams
+	// edgeplane opens are then accounted in wins, under mu, and grow out of budget when grow is
+	// set (at Auth, for agents that keep credit beyond their window). ended is set as the
+	// session ends, after which no stream is accounted.
+	wide   bool
+	grow   bool
+	ended  bool
+	budget *WindowBudget
+	wins   map[frame.StreamId]*proxyWin
 }
 
 // creditBatch is how much window credit the heartbeat stream's reads gather before it is sent.
@@ -213,10 +222,13 @@ func (g *streamGuard) read(f frame.Frame) error {
 	switch f.Type() {
 	case frame.TypeData:
 		n := int(f.Length())
-		if n > agentWindow {
-			return g.fail(muxado.FlowControlError, "a DATA frame of %d bytes on stream %d is larger than the %d-byte stream window", n, id, agentWindow)
+		if limit := g.frameLimit(id); n > limit {
+			return g.fail(muxado.FlowControlError, "a DATA frame of %d bytes on stream %d is larger than the %d-byte stream window", n, id, limit)
 		}
 		if id&1 == 0 {
+			if g.wide {
+				return g.readWide(f)
+			}
 			if f.Flags().IsSet(frame.FlagDataFin) {
 				g.dropCredit(id)
 			}
@@ -224,6 +236,9 @@ func (g *streamGuard) read(f frame.Frame) error {
 		}
 		return g.agentData(id, f.Flags(), n)
 	case frame.TypeRst:
+		if id&1 == 0 && g.wide {
+			return g.readWide(f)
+		}
 		if id&1 == 1 {
 			g.mu.Lock()
 			g.forget(id)
@@ -231,13 +246,26 @@ func (g *streamGuard) read(f frame.Frame) error {
 		} else {
 			g.dropCredit(id)
 		}
-	case frame.TypeWndInc, frame.TypeGoAway:
+	case frame.TypeWndInc:
+		if id&1 == 0 && g.wide {
+			return g.readWide(f)
+		}
+	case frame.TypeGoAway:
 	default:
 		// muxado would skip the frame, but no agent's muxado writes types other than the four:
 		// such a frame is garbage, most likely a stream out of step with its frame boundaries.
 		return g.fail(muxado.ProtocolError, "unknown frame type %d", f.Type())
 	}
 	return nil
+}
+
+// frameLimit is the largest DATA frame the agent may send on stream id: the window, which on
+// the streams edgeplane opens may have grown (readWide holds each to its own credit).
+func (g *streamGuard) frameLimit(id frame.StreamId) int {
+	if id&1 == 0 && g.wide {
+		return maxProxyWindow
+	}
+	return agentWindow
 }
 
 // agentData counts a DATA frame of n bytes on a stream of the agent's.
@@ -288,6 +316,12 @@ func (g *streamGuard) wrote(f frame.Frame) (frame.Frame, error) {
 		switch fr := f.(type) {
 		case *frame.GoAway:
 			return g.goAway(fr), nil
+		case *frame.Data, *frame.Rst, *frame.WndInc:
+			if g.wide {
+				return g.wroteWide(f), nil
+			}
+		}
+		switch fr := f.(type) {
 		case *frame.WndInc:
 			return g.holdCredit(fr), nil
 		case *frame.Rst:

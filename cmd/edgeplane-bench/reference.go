@@ -56,7 +56,7 @@ func referenceServer(args []string) error {
 	if err != nil {
 		return err
 	}
-	serving.SetGC()
+	serving.SetGC(0)
 	logOut := serving.NewLogWriter(os.Stderr)
 	defer logOut.Close()
 	log := slog.New(slog.NewTextHandler(logOut, nil))

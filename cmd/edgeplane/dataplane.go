@@ -390,7 +390,9 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		ListenTCP: d.pub.ListenTCP,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
-		CarryTCP:  func(c net.Conn, t tunnel.Endpoint, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
+		// Auto-tuned proxy stream windows, out of one budget for the process.
+		WindowBudget: d.iso.windowBudget,
+		CarryTCP:     func(c net.Conn, t tunnel.Endpoint, addr string) { d.pub.ServeTCPEndpoint(c, t, addr) },
 		// Another replica draining: the connections kept idle to its agents would hold them.
 		OnPeerDraining: d.pub.CloseIdleUpstreams,
 		Replica:        d.replica,

@@ -156,12 +156,16 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 // Waiting for an endpoint. While an agent moves from one process to another (a handover, a
 // replica's rolling restart, a replica lost), its endpoint is offline for the time its agent
 // takes to reconnect, typically well under half a second. A public request for an endpoint
-// that is offline now waits up to endpointWait for it, rather than being answered
-// ERR_NGROK_3200 at once, when it is expected back: this process served it less than
-// recentWindow ago, or took over from a process that had it online (handover.go). A name
-// nobody served gets its answer at once, and so does one that did not come back within one wait.
+// that is offline now waits for it, rather than being answered ERR_NGROK_3200 at once, when it
+// is expected back: up to handoverWait when this process took over from a process that had it
+// online (handover.go), whose agent is known to be on its way (and takes up to about 1.2 s on a
+// starved machine: its session's and its bind's rows are two commits); up to endpointWait when
+// this process served it less than recentWindow ago (its agent may be moving from another
+// replica, or gone with a replica that died). A name nobody served gets its answer at once, and
+// so does one that did not come back within one wait.
 const (
 	endpointWait     = 750 * time.Millisecond
+	handoverWait     = 2 * time.Second
 	endpointWaitPoll = 15 * time.Millisecond
 	recentWindow     = 30 * time.Second
 	// maxRecent bounds the names remembered; past it the memory starts again.
@@ -172,16 +176,19 @@ const (
 type endpointWaiter struct {
 	mu   sync.RWMutex
 	seen map[string]time.Time
+	// announced holds the endpoints the handover announced that have not been served here yet.
+	announced map[string]bool
 }
 
 // newEndpointWaiter starts with the endpoints a handover said are coming (keys as onlineKeys
 // writes them).
 func newEndpointWaiter(expected []string) *endpointWaiter {
-	w := &endpointWaiter{seen: map[string]time.Time{}}
+	w := &endpointWaiter{seen: map[string]time.Time{}, announced: map[string]bool{}}
 	now := time.Now()
 	for _, k := range expected {
 		if len(w.seen) < maxRecent {
 			w.seen[k] = now
+			w.announced[k] = true
 		}
 	}
 	return w
@@ -201,6 +208,7 @@ func (w *endpointWaiter) served(key string) {
 		clear(w.seen)
 	}
 	w.seen[key] = now
+	delete(w.announced, key) // its move is over
 	w.mu.Unlock()
 }
 
@@ -218,6 +226,17 @@ func (w *endpointWaiter) recent() []string {
 	return keys
 }
 
+// limit is how long an offline key is waited for: handoverWait for one the handover announced
+// and not served since, endpointWait otherwise.
+func (w *endpointWaiter) limit(key string) time.Duration {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.announced[key] {
+		return handoverWait
+	}
+	return endpointWait
+}
+
 // expected reports whether an offline key is worth waiting for.
 func (w *endpointWaiter) expected(key string) bool {
 	now := time.Now()
@@ -227,8 +246,8 @@ func (w *endpointWaiter) expected(key string) bool {
 	return ok && now.Sub(last) < recentWindow
 }
 
-// await returns find's answer, waiting up to endpointWait for a non-empty one when key is
-// expected back.
+// await returns find's answer, waiting up to its limit for a non-empty one when key is expected
+// back.
 func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
 	v, ok := find()
 	if ok {
@@ -238,7 +257,7 @@ func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
 	if !w.expected(key) {
 		return v
 	}
-	deadline := time.Now().Add(endpointWait)
+	deadline := time.Now().Add(w.limit(key))
 	for time.Now().Before(deadline) {
 		time.Sleep(endpointWaitPoll)
 		if v, ok = find(); ok {
@@ -256,6 +275,7 @@ func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
 func (w *endpointWaiter) forget(key string) {
 	w.mu.Lock()
 	delete(w.seen, key)
+	delete(w.announced, key)
 	w.mu.Unlock()
 }
 

@@ -14,6 +14,13 @@ func TestEndpointWaiter(t *testing.T) {
 			t.Errorf("%s is expected, though nobody served it", k)
 		}
 	}
+	if got := w.limit("https://moving.example.com"); got != handoverWait {
+		t.Errorf("an announced endpoint is waited for %v, want %v (its agent is on its way)", got, handoverWait)
+	}
+	w.served("https://served.example.com")
+	if got := w.limit("https://served.example.com"); got != endpointWait {
+		t.Errorf("an endpoint served here is waited for %v, want %v", got, endpointWait)
+	}
 	calls := 0
 	none := func() (ingress string, ok bool) { calls++; return "", false }
 	if got := await(w, "https://never.example.com", none); got != "" || calls != 1 {
@@ -27,7 +34,10 @@ func TestEndpointWaiter(t *testing.T) {
 	if got := await(w, "https://moving.example.com", func() (string, bool) { return "bind", true }); got != "bind" || !w.expected("https://moving.example.com") {
 		t.Errorf("an endpoint served again: %q, expected %v", got, w.expected("https://moving.example.com"))
 	}
-	if keys := w.recent(); len(keys) != 2 {
-		t.Errorf("recent keys %q, want the two served or announced", keys)
+	if keys := w.recent(); len(keys) != 3 {
+		t.Errorf("recent keys %q, want the three served or announced", keys)
+	}
+	if got := w.limit("https://moving.example.com"); got != endpointWait {
+		t.Errorf("an announced endpoint once served again is waited for %v, want %v", got, endpointWait)
 	}
 }

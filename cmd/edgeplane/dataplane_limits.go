@@ -30,6 +30,9 @@ const (
 	defaultLabeledPerSession = 500
 	defaultLabeledPerAccount = 2000
 	defaultLabelBytes        = 4096
+	// maxWindowBudgetMiB bounds --agent-window-budget-mib so that its bytes fit an int64 with
+	// room to spare; no machine buffers more.
+	maxWindowBudgetMiB = 1 << 20
 	// defaultPublicPerAccount is one account's share of --public-max-connections.
 	defaultPublicPerAccount = "50%"
 )
@@ -41,7 +44,8 @@ type isolationFlags struct {
 	headerTimeout, tcpIdle          *string
 	bindsPerSession, bindsPerAccount,
 	tcpPerSession, labeledPerSession, labeledPerAccount, labelBytes *int
-	fs *flag.FlagSet
+	windowBudgetMiB *int
+	fs              *flag.FlagSet
 }
 
 func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
@@ -66,6 +70,8 @@ func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
 			"most labeled tunnels one account holds on this replica; more are refused with ERR_NGROK_5000; 0 for no limit (env EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_ACCOUNT)"),
 		labelBytes: fs.Int("agent-max-label-bytes", envInt("EDGEPLANE_AGENT_MAX_LABEL_BYTES", defaultLabelBytes),
 			"most bytes of one labeled tunnel's labels, keys and values together; more are refused with ERR_NGROK_301; 0 for no limit beyond 32 labels of 256 bytes (env EDGEPLANE_AGENT_MAX_LABEL_BYTES)"),
+		windowBudgetMiB: fs.Int("agent-window-budget-mib", envInt("EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", 0),
+			"MiB that proxy streams' auto-tuned windows may hold beyond the agents' 256 KiB stream window, all sessions together: a download whose public client keeps up grows its window up to 4 MiB out of it; 0, the default, keeps every stream at 256 KiB; 64 is a sensible budget when on (env EDGEPLANE_AGENT_WINDOW_BUDGET_MIB)"),
 		fs: fs,
 	}
 }
@@ -75,6 +81,7 @@ type isolation struct {
 	publicPerAccount, tcpPerAccount share
 	headerTimeout, tcpIdle          time.Duration
 	quotas                          tunnel.Quotas // TCPPerAccount resolved by resolve
+	windowBudget                    int64         // bytes (tunnel.Config.WindowBudget)
 }
 
 // parse checks the flags; a bad value stops serve with a message naming the flag or its
@@ -91,11 +98,16 @@ func (f *isolationFlags) parse() (isolation, error) {
 		{"agent-max-labeled-tunnels-per-session", "EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_SESSION", *f.labeledPerSession},
 		{"agent-max-labeled-tunnels-per-account", "EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_ACCOUNT", *f.labeledPerAccount},
 		{"agent-max-label-bytes", "EDGEPLANE_AGENT_MAX_LABEL_BYTES", *f.labelBytes},
+		{"agent-window-budget-mib", "EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", *f.windowBudgetMiB},
 	} {
 		if err := atLeast(f.fs, c.name, c.env, c.v, 0); err != nil {
 			return iso, err
 		}
 	}
+	if *f.windowBudgetMiB > maxWindowBudgetMiB {
+		return iso, fmt.Errorf("--agent-window-budget-mib must be at most %d (1 TiB), got %d", maxWindowBudgetMiB, *f.windowBudgetMiB)
+	}
+	iso.windowBudget = int64(*f.windowBudgetMiB) << 20
 	var err error
 	if iso.publicPerAccount, err = parseShare("public-max-connections-per-account", *f.publicPerAccount, "50%"); err != nil {
 		return iso, err

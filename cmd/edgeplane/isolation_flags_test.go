@@ -28,6 +28,9 @@ func TestIsolationSettingsAreChecked(t *testing.T) {
 		{nil, []string{"--agent-max-labeled-tunnels-per-session", "-1"}, "--agent-max-labeled-tunnels-per-session must be at least 0, got -1"},
 		{nil, []string{"--agent-max-labeled-tunnels-per-account", "-1"}, "--agent-max-labeled-tunnels-per-account must be at least 0, got -1"},
 		{[]string{"EDGEPLANE_AGENT_MAX_LABEL_BYTES=4k"}, nil, `EDGEPLANE_AGENT_MAX_LABEL_BYTES must be a whole number of at least 0, got "4k"`},
+		{nil, []string{"--agent-window-budget-mib", "-1"}, "--agent-window-budget-mib must be at least 0, got -1"},
+		{[]string{"EDGEPLANE_AGENT_WINDOW_BUDGET_MIB=64M"}, nil, `EDGEPLANE_AGENT_WINDOW_BUDGET_MIB must be a whole number of at least 0, got "64M"`},
+		{nil, []string{"--agent-window-budget-mib", "9999999999999"}, "--agent-window-budget-mib must be at most 1048576 (1 TiB), got 9999999999999"},
 	} {
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "x.db")}, c.args...)
 		_, stderr, code := runBin(t, c.env, args...)

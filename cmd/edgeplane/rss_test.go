@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -120,14 +121,15 @@ func parallel(n int, f func(i int)) {
 }
 
 // startHostile starts serve on a new database with its data plane and no per-address limits
-// (every client of the test comes from 127.0.0.1), and returns it with an API client of its
-// bootstrap key holding up to conns idle connections, and the public HTTP listener's address.
-func startHostile(t *testing.T, conns int) (*proc, *hostileAPI, string) {
+// (every client of the test comes from 127.0.0.1), plus the flags extra, and returns it with an
+// API client of its bootstrap key holding up to conns idle connections, and the public HTTP
+// listener's address.
+func startHostile(t *testing.T, conns int, extra ...string) (*proc, *hostileAPI, string) {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "edgeplane.db")
-	p := startServe(t, "", nil, "--db", db, "--listen", "127.0.0.1:0", "--max-connections-per-ip", "0",
+	p := startServe(t, "", nil, append([]string{"--db", db, "--listen", "127.0.0.1:0", "--max-connections-per-ip", "0",
 		"--agent-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0",
-		"--public-max-connections-per-ip", "0")
+		"--public-max-connections-per-ip", "0"}, extra...)...)
 	token, ok := bootstrapToken(t, p.Stderr.String())
 	if !ok {
 		t.Fatalf("no bootstrap token; stderr:\n%s", p.Stderr)
@@ -154,7 +156,10 @@ func TestHostileAccountRSS(t *testing.T) {
 	}
 	testproc.SkipUnderRace(t, "the peak RSS")
 	t.Parallel()
-	p, api, publicHTTP := startHostile(t, 64)
+	// The idle connections stay open through the reads: with the default idle timeouts of
+	// connections without a key and of the public listeners (5 s), the server closed them a few
+	// seconds into the reads, so how much of the reads they overlapped depended on the machine.
+	p, api, publicHTTP := startHostile(t, 64, "--public-idle-timeout", "2m", "--unauthenticated-idle-timeout", "2m")
 	pid := p.Cmd.Process.Pid
 
 	// The account, at the limits.
@@ -190,6 +195,7 @@ func TestHostileAccountRSS(t *testing.T) {
 
 	// A thousand idle keep-alive connections, half on the API, half on the public listener.
 	idle := 0
+	var idleConns []net.Conn
 	for i := range 1000 {
 		addr, req := p.Addr, healthz
 		if i%2 == 1 {
@@ -200,6 +206,7 @@ func TestHostileAccountRSS(t *testing.T) {
 			t.Fatalf("idle connection %d: %v", i, err)
 		}
 		defer c.Close()
+		idleConns = append(idleConns, c)
 		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 		if _, err := io.WriteString(c, req); err == nil {
 			if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
@@ -240,6 +247,15 @@ func TestHostileAccountRSS(t *testing.T) {
 	close(stop)
 	<-sampled
 	after := api.statusCounts()
+	// Still open: a read finds nothing to read rather than the end of the connection.
+	closed := 0
+	for _, c := range idleConns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		var b [1]byte
+		if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
 	_, hwm, err := procMemory(pid)
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +266,9 @@ func TestHostileAccountRSS(t *testing.T) {
 		rssFilled>>20, peakRSS.Load()>>20, hwm>>20, idle, ok200, busy, after)
 	if idle != 1000 {
 		t.Errorf("%d of 1000 idle connections were answered", idle)
+	}
+	if closed != 0 {
+		t.Errorf("%d of the idle connections were closed before the reads ended", closed)
 	}
 	if ok200+busy != 48*2 || ok200 == 0 {
 		t.Errorf("of %d reads, %d answered 200 and %d 503; statuses %v", 48*2, ok200, busy, after)

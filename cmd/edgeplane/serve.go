@@ -29,6 +29,7 @@ type serveConfig struct {
 	corsOrigins                         []string
 	maxConns, maxConnections, perIP     int
 	responseBudgetMiB                   int
+	memoryLimitMiB                      int
 	durability                          store.Durability
 	settings                            ep.Settings
 	limit                               server.RateLimit
@@ -70,6 +71,8 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		"most client connections open at once from one IP address (IPv6: one /64); more are closed at once; 0 for no limit (env EDGEPLANE_MAX_CONNECTIONS_PER_IP)")
 	fs.IntVar(&c.responseBudgetMiB, "response-budget", envInt("EDGEPLANE_RESPONSE_BUDGET", server.DefaultResponseBytes>>20),
 		"MiB of API response bodies rendered at once; a request waits for its share, and is answered 503 when its deadline passes first; 0 for no limit (env EDGEPLANE_RESPONSE_BUDGET)")
+	fs.IntVar(&c.memoryLimitMiB, "memory-limit", envInt("EDGEPLANE_MEMORY_LIMIT", serving.DefaultMemoryLimit>>20),
+		"MiB of the garbage collector's soft memory limit while what is live fits under it; above, the limit follows what is live plus an eighth; GOMEMLIMIT, if set, replaces both (env EDGEPLANE_MEMORY_LIMIT)")
 	rateLimit := fs.String("rate-limit", env("EDGEPLANE_RATE_LIMIT", "off"),
 		"API requests allowed per key, like 120/60s; off for none (env EDGEPLANE_RATE_LIMIT)")
 	c.dp = addDataPlaneFlags(fs)
@@ -127,6 +130,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (*serveConfig, error) {
 		return nil, err
 	}
 	if err := atLeast(fs, "response-budget", "EDGEPLANE_RESPONSE_BUDGET", c.responseBudgetMiB, 0); err != nil {
+		return nil, err
+	}
+	if err := atLeast(fs, "memory-limit", "EDGEPLANE_MEMORY_LIMIT", c.memoryLimitMiB, minMemoryLimitMiB); err != nil {
 		return nil, err
 	}
 	if c.durability, err = store.ParseDurability(*durability); err != nil {
@@ -212,6 +218,10 @@ func (c *serveConfig) httpServer(h http.Handler, log *slog.Logger) *http.Server 
 	}
 }
 
+// minMemoryLimitMiB is the least --memory-limit: below it the collector would run after every
+// few allocations of even a small server, whose live heap alone is some 10 MiB.
+const minMemoryLimitMiB = 32
+
 // serve runs the server until ctx ends, then shuts it down gracefully: cmd only wires the
 // configuration, the sockets, the store and the servers together.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -219,7 +229,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	serving.SetGC()
+	serving.SetGC(int64(cfg.memoryLimitMiB) << 20)
 	logOut := serving.NewLogWriter(stderr)
 	defer logOut.Close()
 	log, err := newLogger(logOut, cfg.logFormat, cfg.logLevel)

@@ -27,9 +27,11 @@ func TestClusterRollingRestart(t *testing.T) {
 	_, token := a.credential()
 	type endpoint struct{ url, want string }
 	var eps []endpoint
+	logs := newAgentLogs(t)
+	c.logsOnFailure()
 	for i := range 3 {
 		name := fmt.Sprintf("roll%d.edgeplane.app", i)
-		sess := a.mustConnect(token)
+		sess := a.mustConnect(token, logs.option(name))
 		tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(name)))
 		if err != nil {
 			t.Fatal(err)

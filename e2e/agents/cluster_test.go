@@ -335,3 +335,23 @@ func (c *cluster) waitServed(url, want string) {
 		})
 	}
 }
+
+// logsOnFailure prints each replica's log (its processes' one after another, as they share its
+// stderr) when the test has failed, without the balancer's health checks: what a lost request
+// met on its way (a bind that took long, a link down, a refused handshake) is only there.
+func (c *cluster) logsOnFailure() {
+	c.t.Cleanup(func() {
+		if !c.t.Failed() {
+			return
+		}
+		for _, r := range c.replicas {
+			var kept []string
+			for _, line := range strings.Split(r.proc.Stderr.String(), "\n") {
+				if !strings.Contains(line, "route=\"GET /readyz\"") {
+					kept = append(kept, line)
+				}
+			}
+			c.t.Logf("replica %s's log (its end):\n%s", r.ip, lastBytes(strings.Join(kept, "\n"), 20000))
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultGCPercent is the garbage collector target of a server unless GOGC is set. The server's
@@ -15,10 +16,10 @@ import (
 const DefaultGCPercent = 400
 
 // DefaultMemoryLimit is the floor of the garbage collector's soft memory limit unless GOMEMLIMIT
-// is set. With DefaultGCPercent alone the heap may grow to five times what is live: harmless for
-// the few megabytes of a usual server, but the read cache (64 MiB) and the answers being rendered
-// (see server.DefaultResponseBytes) of a hostile account are far more, and five times them is
-// gigabytes. Near the limit the collector runs as often as it must, so the process stays within
+// is set or the operator gives another (serve --memory-limit). With DefaultGCPercent alone the
+// heap may grow to five times what is live: harmless for the few megabytes of a usual server,
+// but the read cache (64 MiB) and the answers being rendered (see server.DefaultResponseBytes)
+// of a hostile account are far more, and five times them is gigabytes. Near the limit the collector runs as often as it must, so the process stays within
 // the performance target (150 MB resident) while what is live fits.
 const DefaultMemoryLimit = 88 << 20
 
@@ -35,8 +36,9 @@ const liveHeadroom = 8
 const minHeadroom = 8 << 20
 
 // SetGC applies DefaultGCPercent unless the GOGC environment variable says otherwise, and unless
-// GOMEMLIMIT does, a soft memory limit that follows what is live: DefaultMemoryLimit, or what was
-// live after the last collection plus an eighth, whichever is more.
+// GOMEMLIMIT does, a soft memory limit that follows what is live: floor (DefaultMemoryLimit unless
+// the operator says otherwise), or what was live after the last collection plus an eighth,
+// whichever is more. A floor that is not positive is DefaultMemoryLimit.
 //
 // A fixed limit below what is live makes the collector run back to back (it is then held to half
 // the CPU): 10,000 idle agent sessions hold several hundred megabytes, and an account with
@@ -44,17 +46,33 @@ const minHeadroom = 8 << 20
 // at rest and slowed every plan rebuild. Following the live memory keeps the limit's bound on
 // garbage (an eighth of what is live, against four times with GOGC=400 alone)
 // without that cost.
-func SetGC() {
+func SetGC(floor int64) {
+	if floor <= 0 {
+		floor = DefaultMemoryLimit
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(DefaultGCPercent)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(DefaultMemoryLimit)
+		limitFloor.Store(floor)
+		debug.SetMemoryLimit(floor)
 		tunerOnce.Do(func() { armTuner(&tunerArmed{}) })
 	}
 }
 
 var tunerOnce sync.Once
+
+// limitFloor is the floor SetGC was given; 0 until then, which is DefaultMemoryLimit. It is a
+// package variable because what it tunes, the runtime's memory limit, is one per process.
+var limitFloor atomic.Int64
+
+// floor is the limit's floor now.
+func floor() int64 {
+	if f := limitFloor.Load(); f > 0 {
+		return f
+	}
+	return DefaultMemoryLimit
+}
 
 // tunerArmed is the object whose collection tells the tuner a garbage collection has happened:
 // it is dropped as soon as it is made, so every cycle finds it unreachable and runs its cleanup,
@@ -82,7 +100,7 @@ var memSamples = []metrics.Sample{
 var tuneMu sync.Mutex
 
 // tuneMemoryLimit sets the soft memory limit to what is live plus its headroom, and never below
-// DefaultMemoryLimit. What is live is the heap marked by the last collection plus the memory that
+// the floor. What is live is the heap marked by the last collection plus the memory that
 // is not heap objects (goroutine stacks, the runtime's metadata), which the limit also counts.
 // It returns the limit set.
 func tuneMemoryLimit() int64 {
@@ -99,7 +117,7 @@ func tuneMemoryLimit() int64 {
 	mapped := v(1) - v(2)
 	notObjects := mapped - v(3) - v(4) - v(5)
 	live := heapLive + max(notObjects, 0)
-	limit := max(int64(DefaultMemoryLimit), live+max(live/liveHeadroom, minHeadroom))
+	limit := max(floor(), live+max(live/liveHeadroom, minHeadroom))
 	debug.SetMemoryLimit(limit)
 	return limit
 }

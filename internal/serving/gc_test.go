@@ -25,6 +25,7 @@ func holdMiB(n int) *hold {
 
 func restoreGC(t *testing.T) {
 	t.Cleanup(func() {
+		limitFloor.Store(0)
 		debug.SetMemoryLimit(math.MaxInt64)
 		debug.SetGCPercent(100)
 	})
@@ -62,7 +63,7 @@ func TestCollectorDoesNotThrashAboveTheFloor(t *testing.T) {
 	restoreGC(t)
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	SetGC()
+	SetGC(0)
 	h := holdMiB(150)
 	runtime.GC()
 	deadline := time.Now().Add(20 * time.Second)
@@ -83,5 +84,29 @@ func TestCollectorDoesNotThrashAboveTheFloor(t *testing.T) {
 	runtime.KeepAlive(h)
 	if n := after.NumGC - before.NumGC; n > 10 {
 		t.Errorf("%d collections while 64 MiB of garbage was allocated over 150 MiB live; want at most 10", n)
+	}
+}
+
+// The operator's floor (serve --memory-limit) replaces DefaultMemoryLimit as the least limit, and
+// what is live still raises the limit above it.
+func TestMemoryLimitFloorIsTheOperators(t *testing.T) {
+	restoreGC(t)
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	SetGC(48 << 20)
+	runtime.GC()
+	if got := tuneMemoryLimit(); got != 48<<20 {
+		t.Fatalf("limit with a small live heap = %d MiB, want the operator's floor 48 MiB", got>>20)
+	}
+	h := holdMiB(100)
+	runtime.GC()
+	if got := tuneMemoryLimit(); got < 112<<20 {
+		t.Errorf("limit with 100 MiB live = %d MiB, want at least live plus an eighth", got>>20)
+	}
+	runtime.KeepAlive(h)
+	SetGC(0)
+	runtime.GC()
+	if got := tuneMemoryLimit(); got != DefaultMemoryLimit {
+		t.Errorf("limit after SetGC(0) = %d MiB, want the default floor %d MiB", got>>20, DefaultMemoryLimit>>20)
 	}
 }

@@ -34,8 +34,34 @@ function fail(stage, err) {
   process.exit(2);
 }
 
+// bulk answers /bulk/N with N bytes whose i-th is i % 251, in writes of 64 KiB that wait for
+// the socket to drain, for the download test in ../bulk_test.go.
+function bulk(res, n) {
+  res.writeHead(200, { "Content-Type": "application/octet-stream", "Content-Length": String(n) });
+  const chunk = Buffer.alloc(64 << 10);
+  let sent = 0;
+  const more = () => {
+    while (sent < n) {
+      const len = Math.min(chunk.length, n - sent);
+      for (let i = 0; i < len; i++) chunk[i] = (sent + i) % 251;
+      sent += len;
+      if (!res.write(len === chunk.length ? chunk : chunk.subarray(0, len))) {
+        res.once("drain", more);
+        return;
+      }
+    }
+    res.end();
+  };
+  more();
+}
+
 // The app answers with what it received, so the test sees the request as the SDK delivered it.
 const app = http.createServer((req, res) => {
+  const m = req.url.match(/^\/bulk\/(\d+)$/);
+  if (m) {
+    bulk(res, Number(m[1]));
+    return;
+  }
   const h = req.headers;
   res.end(`node upstream host=${h.host} xff=${h["x-forwarded-for"]} xfp=${h["x-forwarded-proto"]} xfh=${h["x-forwarded-host"]} path=${req.url}`);
 });
