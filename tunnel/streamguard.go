@@ -113,6 +113,8 @@ type streamGuard struct {
 	ended  bool
 	budget *WindowBudget
 	wins   map[frame.StreamId]*proxyWin
+	// rtt is the session's round trip to the agent as its credit shows it (bdp.go), under mu.
+	rtt minRTT
 }
 
 // creditBatch is how much window credit the heartbeat stream's reads gather before it is sent.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.ngrok.com/muxado/v2"
 	"golang.ngrok.com/muxado/v2/frame"
@@ -108,10 +109,21 @@ type proxyWin struct {
 	roundAt        uint64
 	reads, drained int
 	starved, warm  bool
-	charged        int64 // bytes reserved from the budget
-	finIn          bool
-	finOut         bool
-	send           sendWindow
+	// full records that a period of one round trip carried at least two thirds of the window
+	// (bdp.go): the window is the limit even though the bytes in flight hide it.
+	full bool
+	// The round-trip probe and the current period of bytes received (bdp.go): unacked is what
+	// edgeplane wrote that the agent has not credited back, probeAt when the probe's bytes were
+	// written; periodStarved records that the agent ran out of credit within the period.
+	unacked       int64
+	probeAt       time.Time
+	periodAt      time.Time
+	periodRecv    uint64
+	periodStarved bool
+	charged       int64 // bytes reserved from the budget
+	finIn         bool
+	finOut        bool
+	send          sendWindow
 }
 
 // sendWindow is the agent's window for edgeplane's writes on one stream: agentWindow at the
@@ -166,6 +178,7 @@ func (g *streamGuard) openedWide(id frame.StreamId, n int) {
 	e := &proxyWin{granted: agentWindow, w: agentWindow}
 	e.send.cond.L = &e.send.mu
 	e.send.avail = int64(agentWindow - n)
+	g.wroteData(e, n)
 	g.wins[id] = e
 }
 
@@ -205,6 +218,7 @@ func (g *streamGuard) readWide(f frame.Frame) error {
 		if e.recv > e.granted {
 			return g.fail(muxado.FlowControlError, "stream %d overran the %d-byte window edgeplane granted", id, e.granted)
 		}
+		g.received(e, uint64(f.Length()))
 		if f.Flags().IsSet(frame.FlagDataFin) {
 			e.finIn = true
 			if e.finOut {
@@ -212,7 +226,9 @@ func (g *streamGuard) readWide(f frame.Frame) error {
 			}
 		}
 	case frame.TypeWndInc:
-		e.send.add(int64(f.(*frame.WndInc).WindowIncrement()))
+		inc := f.(*frame.WndInc).WindowIncrement()
+		g.credited(e, inc)
+		e.send.add(int64(inc))
 	case frame.TypeRst:
 		g.dropWide(id, errStreamEnded)
 	}
@@ -231,6 +247,8 @@ func (g *streamGuard) wroteWide(f frame.Frame) frame.Frame {
 		if fr.Syn() && !ok && !g.ended {
 			g.openedWide(id, int(fr.Length()))
 			e, ok = g.wins[id], true
+		} else if ok {
+			g.wroteData(e, int(fr.Length()))
 		}
 		if ok && fr.Fin() {
 			e.finOut = true
@@ -285,26 +303,29 @@ func (g *streamGuard) tune(id frame.StreamId, e *proxyWin, n uint64) frame.Frame
 
 // round adjusts a stream's window from what the reads of a round showed: it doubles (up to
 // maxProxyWindow) after a round in which at least half the public client's reads caught up
-// with the agent and the agent ran out of credit, and halves (down to agentWindow) after one in
-// which the client never caught up, so a client that reads slowly never holds more than agentWindow for long, and one
-// that reads slowly from the start never more than agentWindow at all; mu is held.
+// with the agent and the agent ran out of credit, or in which the client caught up at least once
+// and a round trip carried two thirds of the window (bdp.go: across latency the bytes in flight
+// hide the agent running out); it halves (down to agentWindow) after one in which the client
+// never caught up, so a client that reads slowly never holds more than agentWindow for long, and
+// one that reads slowly from the start never more than agentWindow at all; mu is held.
 func (g *streamGuard) round(e *proxyWin, unread, inflight uint64) {
 	e.reads++
 	if unread <= e.w/4 {
 		e.drained++
 	}
 	e.starved = e.starved || inflight <= e.w/8
+	e.periodStarved = e.periodStarved || inflight <= e.w/8
 	if e.read-e.roundAt < e.w {
 		return
 	}
 	switch {
 	case !e.warm:
-	case 2*e.drained >= e.reads && e.starved:
+	case 2*e.drained >= e.reads && e.starved, e.drained > 0 && e.full:
 		e.w = min(2*e.w, maxProxyWindow)
 	case e.drained == 0:
 		e.w = max(agentWindow, e.w/2)
 	}
-	e.warm, e.starved, e.roundAt = true, false, e.read
+	e.warm, e.starved, e.full, e.roundAt = true, false, false, e.read
 	e.reads, e.drained = 0, 0
 }
 

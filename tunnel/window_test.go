@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,12 @@ type wideSession struct {
 }
 
 func newWideSession(t *testing.T, budget *WindowBudget, grow bool) *wideSession {
-	sc, cc := tlsPair(t, nil)
+	return newWideSessionLink(t, budget, grow, nil)
+}
+
+// newWideSessionLink is newWideSession with edgeplane's end of the connection wrapped by link.
+func newWideSessionLink(t *testing.T, budget *WindowBudget, grow bool, link func(net.Conn) net.Conn) *wideSession {
+	sc, cc := tlsPair(t, link)
 	ws := &wideSession{guard: newStreamGuard(), meter: newAgentWindowMeter()}
 	ws.guard.wide, ws.guard.budget = true, budget
 	ws.guard.growWindows(grow)
@@ -119,15 +125,31 @@ func (ws *wideSession) open(t *testing.T) (net io.ReadWriteCloser, agent muxado.
 // download has the agent write size random bytes on peer (32 KiB at a time, as a body copied
 // through) and returns their digest.
 func download(peer io.WriteCloser, size int) <-chan [32]byte {
+	return downloadPaced(peer, burst{size: size})
+}
+
+// burst is a part of a download: size bytes, pausing pause after each every bytes.
+type burst struct {
+	size, every int
+	pause       time.Duration
+}
+
+// downloadPaced is download in parts, each paced as its burst says.
+func downloadPaced(peer io.WriteCloser, parts ...burst) <-chan [32]byte {
 	sum := make(chan [32]byte, 1)
 	go func() {
 		h := sha256.New()
 		buf := make([]byte, 32<<10)
-		for sent := 0; sent < size; sent += len(buf) {
-			_, _ = rand.Read(buf)
-			h.Write(buf)
-			if _, err := peer.Write(buf); err != nil {
-				break
+		for _, p := range parts {
+			for sent := 0; sent < p.size; sent += len(buf) {
+				_, _ = rand.Read(buf)
+				h.Write(buf)
+				if _, err := peer.Write(buf); err != nil {
+					break
+				}
+				if p.every > 0 && (sent+len(buf))%p.every == 0 {
+					time.Sleep(p.pause)
+				}
 			}
 		}
 		peer.Close()

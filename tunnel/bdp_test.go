@@ -1,0 +1,101 @@
+package tunnel
+
+import (
+	"net"
+	"testing"
+	"time"
+)
+
+// delayedLink returns a link that delays what edgeplane's end of a connection reads by d: a round
+// trip of d, as to an agent in another region.
+func delayedLink(d time.Duration) func(net.Conn) net.Conn {
+	return func(c net.Conn) net.Conn { return newDelayConn(c, d) }
+}
+
+// pollBudget records the most of budget in use until stop is closed.
+func pollBudget(budget *WindowBudget, stop <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var most int64
+		for {
+			most = max(most, budget.Used())
+			select {
+			case <-stop:
+				out <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
+// TestProxyWindowGrowsAcrossLatency: across a 25 ms round trip a download whose reader keeps up
+// is held by its window, with most of the window in flight rather than unused: the window grows
+// past the agent's 256 KiB, and the budget is whole again at the end. (The round trip is long
+// enough that a 1 MiB window per round trip asks for less than a race-enabled build on a loaded
+// machine carries, so the stream is held by its window, not the CPU; beyond that the CPU may
+// rightly be the limit.)
+func TestProxyWindowGrowsAcrossLatency(t *testing.T) {
+	budget := NewWindowBudget(DefaultWindowBudget)
+	ws := newWideSessionLink(t, budget, true, delayedLink(25*time.Millisecond))
+	st, peer, id := ws.open(t)
+	want := download(peer, 16<<20)
+	if got := readAll(t, st, 0); got != <-want {
+		t.Fatal("the download's digest differs")
+	}
+	st.Close()
+	if peak := ws.meter.peakOf(id); peak < 1<<20 {
+		t.Errorf("a fast download across 25 ms: the agent's window peaked at %d, want at least 1 MiB", peak)
+	}
+	waitBudget(t, budget, 0)
+}
+
+// TestProxyWindowTrickleAcrossLatencyHoldsTheBase: across the same round trip, a download whose
+// upstream trickles (64 KiB every 20 ms, a quarter of the window per round trip) is held by its
+// upstream, not its window, though the agent never uses up its credit as edgeplane sees it: its
+// window stays at 256 KiB and it takes nothing from the budget.
+func TestProxyWindowTrickleAcrossLatencyHoldsTheBase(t *testing.T) {
+	budget := NewWindowBudget(DefaultWindowBudget)
+	ws := newWideSessionLink(t, budget, true, delayedLink(10*time.Millisecond))
+	st, peer, id := ws.open(t)
+	stop := make(chan struct{})
+	most := pollBudget(budget, stop)
+	want := downloadPaced(peer, burst{size: 2 << 20, every: 64 << 10, pause: 20 * time.Millisecond})
+	if got := readAll(t, st, 0); got != <-want {
+		t.Fatal("the download's digest differs")
+	}
+	close(stop)
+	if peak := ws.meter.peakOf(id); peak > agentWindow {
+		t.Errorf("a trickling upstream: the agent's window peaked at %d, past %d", peak, agentWindow)
+	}
+	if m := <-most; m != 0 {
+		t.Errorf("a trickling upstream's stream took %d bytes of the budget", m)
+	}
+}
+
+// TestProxyWindowShrinksWhenTheUpstreamSlows: a download that grew its window and then slows to
+// 64 KiB every 5 ms (its reader still keeping up) gives the budget back while the stream is
+// still open.
+func TestProxyWindowShrinksWhenTheUpstreamSlows(t *testing.T) {
+	budget := NewWindowBudget(DefaultWindowBudget)
+	ws := newWideSession(t, budget, true)
+	st, peer, id := ws.open(t)
+	want := downloadPaced(peer,
+		burst{size: 24 << 20},
+		burst{size: 6 << 20, every: 64 << 10, pause: 5 * time.Millisecond})
+	done := make(chan [32]byte, 1)
+	go func() { done <- readAll(t, st, 0) }()
+	if got := <-done; got != <-want {
+		t.Fatal("the download's digest differs")
+	}
+	if peak := ws.meter.peakOf(id); peak <= agentWindow {
+		t.Fatalf("the fast part never grew the window (peak %d)", peak)
+	}
+	// The agent closed its side; edgeplane's is still open, holding what credit it granted.
+	if used := budget.Used(); used != 0 {
+		t.Errorf("after the slow part the stream still holds %d bytes of the budget", used)
+	}
+	st.Close()
+	waitBudget(t, budget, 0)
+}
