@@ -56,30 +56,10 @@ func TestDrainLeavesRowsToMovingAgents(t *testing.T) {
 	b := c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
 	a.gw.takeoverWait = 1500 * time.Millisecond
 	ctx := context.Background()
-	pool := x509.NewCertPool() // the agents trust both replicas' certificates
-	for _, r := range []*replica{a, b} {
-		leaf, err := x509.ParseCertificate(r.gw.cfg.TLS.Certificates[0].Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool.AddCert(leaf)
-	}
+	pool := replicaPool(t, a, b)
 	agent := func(account, host string, d *gateDialer) ngrok.Session {
 		t.Helper()
-		sctx, cancel := context.WithCancel(ctx)
-		sess, err := ngrok.Connect(sctx, ngrok.WithDialer(d), ngrok.WithServer("agents.test:443"), ngrok.WithCA(pool),
-			ngrok.WithAuthtoken(c.tokens[account]))
-		if err != nil {
-			cancel()
-			t.Fatalf("connect %s: %v", account, err)
-		}
-		t.Cleanup(func() { sess.Close(); cancel() })
-		tun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain(host), config.WithScheme(config.SchemeHTTP)))
-		if err != nil {
-			t.Fatalf("bind %s: %v", host, err)
-		}
-		serveHTTP(t, tun, account)
-		return sess
+		return gatedAgent(t, c, pool, account, host, d)
 	}
 	moving := &gateDialer{first: a.agentAddr, next: b.agentAddr, open: make(chan struct{})}
 	gone := &gateDialer{first: a.agentAddr, next: b.agentAddr, open: make(chan struct{})}
@@ -157,31 +137,12 @@ func TestForwardFollowsMoveWithoutWaitingForThePoll(t *testing.T) {
 	a := c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
 	b := c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
 	ctx := context.Background()
-	pool := x509.NewCertPool()
-	for _, r := range []*replica{a, b} {
-		leaf, err := x509.ParseCertificate(r.gw.cfg.TLS.Certificates[0].Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool.AddCert(leaf)
-	}
+	pool := replicaPool(t, a, b)
 	hosts := map[string]string{"a": "follow-a.edgeplane.app", "b": "follow-b.edgeplane.app"}
 	for account, host := range hosts {
 		d := &gateDialer{first: a.agentAddr, next: b.agentAddr, open: make(chan struct{})}
 		close(d.open) // reconnects go to B at once
-		sctx, cancel := context.WithCancel(ctx)
-		sess, err := ngrok.Connect(sctx, ngrok.WithDialer(d), ngrok.WithServer("agents.test:443"), ngrok.WithCA(pool),
-			ngrok.WithAuthtoken(c.tokens[account]))
-		if err != nil {
-			cancel()
-			t.Fatalf("connect %s: %v", account, err)
-		}
-		t.Cleanup(func() { sess.Close(); cancel() })
-		tun, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain(host), config.WithScheme(config.SchemeHTTP)))
-		if err != nil {
-			t.Fatalf("bind %s: %v", host, err)
-		}
-		serveHTTP(t, tun, account)
+		gatedAgent(t, c, pool, account, host, d)
 	}
 	// C starts once both binds are on A: its first polls (until its view is complete) read
 	// them, and the next would come only a minute later.
@@ -218,4 +179,39 @@ func TestMovedWaitFor(t *testing.T) {
 	if got := movedWaitFor(r); got != drainedWait || drainedWait <= movedWait {
 		t.Errorf("a draining holder's bind is waited for %v, want %v (more than %v)", got, drainedWait, movedWait)
 	}
+}
+
+// replicaPool trusts the agent listeners' certificates of the replicas, so that one agent can
+// reconnect from one to another.
+func replicaPool(t *testing.T, rs ...*replica) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	for _, r := range rs {
+		leaf, err := x509.ParseCertificate(r.gw.cfg.TLS.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.AddCert(leaf)
+	}
+	return pool
+}
+
+// gatedAgent connects an ngrok-go agent of account through d and binds host over plain HTTP,
+// answering with the account's name; it ends with the test.
+func gatedAgent(t *testing.T, c *cluster, pool *x509.CertPool, account, host string, d *gateDialer) ngrok.Session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sess, err := ngrok.Connect(ctx, ngrok.WithDialer(d), ngrok.WithServer("agents.test:443"), ngrok.WithCA(pool),
+		ngrok.WithAuthtoken(c.tokens[account]))
+	if err != nil {
+		cancel()
+		t.Fatalf("connect %s: %v", account, err)
+	}
+	t.Cleanup(func() { sess.Close(); cancel() })
+	tun, err := sess.Listen(context.Background(), config.HTTPEndpoint(config.WithDomain(host), config.WithScheme(config.SchemeHTTP)))
+	if err != nil {
+		t.Fatalf("bind %s: %v", host, err)
+	}
+	serveHTTP(t, tun, account)
+	return sess
 }
