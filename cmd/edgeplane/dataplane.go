@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +21,6 @@ import (
 	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/peer"
-	"github.com/edgeplane/edgeplane/pki"
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
 	"github.com/edgeplane/edgeplane/tunnel"
@@ -33,9 +28,6 @@ import (
 
 // The data plane's part of serve: the agent listener (TLS, then the agents' protocol), the
 // public HTTP and TLS listeners, and TCP endpoints' listeners, with edgeplane's own CA.
-
-// caName is the name of edgeplane's CA among the deployment's secrets.
-const caName = "edgeplane-ca"
 
 // dataPlaneFlags are serve's data plane flags.
 type dataPlaneFlags struct {
@@ -287,40 +279,6 @@ func (f *dataPlaneFlags) listen(set *socketSet) (*dataPlane, error) {
 	return d, nil
 }
 
-// loadCA returns edgeplane's CA, making it on first use and sharing it through the database.
-func loadCA(ctx context.Context, st *store.Store) (*pki.CA, error) {
-	certPEM, keyPEM, err := st.SystemSecret(ctx, caName, func() (string, string, error) {
-		return pki.NewCA("edgeplane CA")
-	})
-	if err != nil {
-		return nil, fmt.Errorf("edgeplane CA: %w", err)
-	}
-	return pki.LoadCA(certPEM, keyPEM)
-}
-
-// sessionKeyName is the name of the key sealing sign-in sessions among the deployment's secrets.
-const sessionKeyName = "identity-sessions"
-
-// loadSessionKey returns the 32-byte key of the sign-in modules' session cookies, made on first
-// use and shared through the database, so a cookie one replica sets opens on every other.
-func loadSessionKey(ctx context.Context, st *store.Store) ([]byte, error) {
-	_, b64, err := st.SystemSecret(ctx, sessionKeyName, func() (string, string, error) {
-		k := make([]byte, 32)
-		if _, err := rand.Read(k); err != nil {
-			return "", "", err
-		}
-		return "", base64.StdEncoding.EncodeToString(k), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s key: %w", sessionKeyName, err)
-	}
-	k, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(k) != 32 {
-		return nil, fmt.Errorf("%s key: the stored key is not 32 bytes of base64", sessionKeyName)
-	}
-	return k, nil
-}
-
 // start runs the gateway and the public listeners.
 func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Store, settings ep.Settings, log *slog.Logger) error {
 	if d.agentLn == nil {
@@ -476,27 +434,4 @@ func (d *dataPlane) close() {
 	if d.pub != nil {
 		d.pub.Close()
 	}
-}
-
-// printCA writes edgeplane's CA certificate (PEM) to stdout, making the CA if no server has yet.
-func printCA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("ca", stdout, stderr)
-	dsn := fs.String("db", env("EDGEPLANE_DB", "edgeplane.db"), "database (env EDGEPLANE_DB)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs, "redirect stdout to a file"); err != nil {
-		return err
-	}
-	st, err := openExisting(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	ca, err := loadCA(ctx, st)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(stdout, strings.TrimSpace(ca.CertPEM)+"\n")
-	return err
 }
