@@ -328,8 +328,11 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	// What this replica refuses writes no row (the row's id may be an online tunnel's, which
 	// a reconnecting agent presents again while its old session lingers here).
 	conflict, first, wrote := s.gw.Registry.Conflict(t), false, false
+	rowAt, rowTook := time.Now(), time.Duration(0)
 	if conflict == "" {
-		if berr := s.putTunnelRow(ctx, t); berr != nil {
+		berr := s.putTunnelRow(ctx, t)
+		rowTook = time.Since(rowAt)
+		if berr != nil {
 			undo()
 			return berr
 		}
@@ -367,7 +370,8 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 		t.listener = nil // the registry owns it from here, for every bind of the endpoint
 		s.gw.Registry.setTCPListener(t.addr, l)
 	}
-	s.gw.log.Info("tunnel online", "session", s.id, "tunnel", t.id, "url", t.url, "labels", t.labels)
+	s.gw.log.Info("tunnel online", "session", s.id, "tunnel", t.id, "url", t.url, "labels", t.labels,
+		"row_write", ms(rowTook), "since_accept", ms(time.Since(s.accepted)))
 	return nil
 }
 

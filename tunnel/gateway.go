@@ -204,7 +204,8 @@ func (g *Gateway) untrack(c net.Conn) {
 // time until the agent has authenticated.
 func (g *Gateway) handle(raw net.Conn) {
 	defer g.untrack(raw)
-	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	accepted := time.Now()
+	_ = raw.SetDeadline(accepted.Add(handshakeTimeout))
 	conn := tls.Server(rawIO(raw), g.cfg.TLS)
 	if err := conn.Handshake(); err != nil {
 		g.log.Debug("agent TLS handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
@@ -213,6 +214,7 @@ func (g *Gateway) handle(raw net.Conn) {
 	}
 	_ = raw.SetDeadline(time.Time{})
 	s := newSession(g, conn)
+	s.accepted = accepted
 	s.run()
 }
 

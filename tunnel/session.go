@@ -33,7 +33,10 @@ type session struct {
 	cred    store.AgentCredential
 	auth    authMsg
 	version string // the protocol version chosen: "3" or "2"
-	started time.Time
+	// accepted is when the agent's connection was accepted, started when its TLS handshake
+	// ended: the log of a session's start says how long each step took, which is what an
+	// agent's move between replicas is made of.
+	accepted, started time.Time
 
 	mu      sync.Mutex
 	tunnels map[string]*Tunnel // by bind id
@@ -215,7 +218,9 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 	defer cancel()
+	authAt := time.Now()
 	cred, err := s.gw.cfg.Store.AuthenticateAgent(ctx, selector, secret)
+	credAt := time.Now()
 	if id, ok := s.gw.revokedCredential(selector); ok && errors.Is(err, store.ErrUnknownCredential) {
 		return fail(ep.AgentCodeRevoked, "The authtoken credential %s has been revoked\nand is no longer valid.", id)
 	}
@@ -241,7 +246,9 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 	if !s.gw.addSession(s) {
 		return false
 	}
-	if err := s.putRow(ctx); err != nil {
+	err = s.putRow(ctx)
+	rowAt := time.Now()
+	if err != nil {
 		s.gw.log.Warn("agent auth: cannot record the session", "err", err)
 		_ = writeReply(st, authResp{Version: s.version, Error: errorText(ep.AgentCodeUnknownToken, "edgeplane cannot record your session right now; try again shortly.")})
 		return false
@@ -253,9 +260,14 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		return false
 	}
 	s.gw.log.Info("agent session started", "session", s.id, "credential", cred.ID, "remote", s.remote.String(),
-		"agent", m.Extra.UserAgent, "version", s.version)
+		"agent", m.Extra.UserAgent, "version", s.version, "handshake", ms(s.started.Sub(s.accepted)),
+		"auth_wait", ms(authAt.Sub(s.started)), "credential_read", ms(credAt.Sub(authAt)), "row_write", ms(rowAt.Sub(credAt)),
+		"since_accept", ms(time.Since(s.accepted)))
 	return true
 }
+
+// ms rounds a step's duration for the log.
+func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // redact shows the start of a token in messages, never the whole secret.
 func redact(token string) string {
