@@ -163,8 +163,9 @@ func TestReplicaGenerations(t *testing.T) {
 		// The agent of ts_a reconnects to replica C: A's tunnels are gone, A's generation
 		// moves.
 		moved("session taken over", "rep_a", func() {
-			w.must(w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: "ts_a", AccountID: a.AccountID, CredentialID: "cr_ts_a",
-				Replica: "rep_c", Conn: "conn_c", Doc: body}), "takeover")
+			_, err := w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: "ts_a", AccountID: a.AccountID, CredentialID: "cr_ts_a",
+				Replica: "rep_c", Conn: "conn_c", Doc: body})
+			w.must(err, "takeover")
 		})
 		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_a", 0); len(rows) != 0 {
 			t.Errorf("replica A still has %d rows after its session moved", len(rows))

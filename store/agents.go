@@ -132,10 +132,18 @@ type AgentTunnelRow struct {
 var ErrIDTaken = errors.New("store: the id belongs to another agent")
 
 // PutAgentSession records a session that came online on this replica. An agent reconnecting
-// after its replica died keeps its session id: the dead replica's row (and its tunnels) give
-// way, but only to the same credential.
-func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
-	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+// after its replica died, or moving away from one that is draining, keeps its session id: the
+// old replica's row gives way, but only to the same credential.
+//
+// The session's named tunnel rows stay, now this replica's (Takeover lists them): the agent binds
+// them again by their ids within moments (Takeover.Gen), and until it has, the rows say where
+// its endpoints are coming back, so that requests for them wait rather than fail, and no other
+// account takes their names in between. Labeled tunnels take new ids when their agent
+// reconnects: their rows go.
+func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeover, error) {
+	var took Takeover
+	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		took = Takeover{}
 		// The replica that held the session (one that died, or the agent left) learns that its
 		// tunnels are gone: its generation moves, last, so that its row, which every agent
 		// leaving that replica updates, is locked only for this transaction's commit (a rolling
@@ -144,7 +152,7 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE session_id IN
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE name = '' AND session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
 			return s.classify(err)
 		}
@@ -158,7 +166,70 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) error {
 		if err := affectedOne(s, res, err); err != nil {
 			return err
 		}
+		if held != "" {
+			if took, err = s.keepTunnels(ctx, tx, r); err != nil {
+				return err
+			}
+		}
 		return s.bumpReplica(ctx, tx, held)
+	})
+	return took, err
+}
+
+// Takeover is what a session's write took over from the connection that held its id before.
+type Takeover struct {
+	// Tunnels are the named binds whose rows the session keeps for its agent to bind again.
+	Tunnels []KeptTunnel
+	// Gen is the generation the kept rows were given: DropKeptTunnels deletes only rows still
+	// at it, so that a bind written again since is never taken with them.
+	Gen int64
+}
+
+// KeptTunnel is a tunnel row a session took over: its id, protocol and name (lowercase).
+type KeptTunnel struct{ ID, Proto, Name string }
+
+// keepTunnels lists the tunnel rows the session r took over and gives them a new generation of
+// r's replica, which now lists them: the other replicas read them from there.
+func (s *Store) keepTunnels(ctx context.Context, tx *wtx, r AgentSessionRow) (Takeover, error) {
+	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT id, proto, name FROM agent_tunnels WHERE session_id = ?`), r.ID)
+	if err != nil {
+		return Takeover{}, s.classify(err)
+	}
+	var took Takeover
+	for rows.Next() {
+		var k KeptTunnel
+		if err := rows.Scan(&k.ID, &k.Proto, &k.Name); err != nil {
+			rows.Close()
+			return Takeover{}, s.classify(err)
+		}
+		took.Tunnels = append(took.Tunnels, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(took.Tunnels) == 0 {
+		return Takeover{}, s.classify(err)
+	}
+	if took.Gen, err = s.bumpSessionReplica(ctx, tx, r.ID); err != nil {
+		return Takeover{}, err
+	}
+	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_tunnels SET gen = ? WHERE session_id = ?`), took.Gen, r.ID)
+	return took, s.classify(err)
+}
+
+// DropKeptTunnels deletes the rows a session took over (PutAgentSession) that its agent has not
+// bound again: those still at the takeover's generation, if the session row is still the
+// connection's.
+func (s *Store) DropKeptTunnels(ctx context.Context, sessionID, conn string, gen int64) error {
+	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE gen = ? AND session_id IN
+			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), gen, sessionID, conn)
+		if err != nil {
+			return s.classify(err)
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return nil
+		}
+		_, err = s.bumpSessionReplica(ctx, tx, sessionID)
+		return err
 	})
 }
 

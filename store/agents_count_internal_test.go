@@ -20,7 +20,7 @@ func TestCountAgentTunnels(t *testing.T) {
 		session := func(id, account, replica string) {
 			t.Helper()
 			body, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: id}})
-			if err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: account, CredentialID: "cr_" + id,
+			if _, err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: account, CredentialID: "cr_" + id,
 				Replica: replica, Conn: "conn_" + id, Doc: body}); err != nil {
 				t.Fatal(err)
 			}

@@ -21,7 +21,7 @@ func TestSessionsLiveWithTheirReplica(t *testing.T) {
 		put := func(id, replica string) {
 			t.Helper()
 			body, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: id, CreatedAt: ep.FormatTime(time.Now())}, Credential: ep.NewRef("cr_x")})
-			if err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: acct.AccountID, CredentialID: "cr_x",
+			if _, err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: acct.AccountID, CredentialID: "cr_x",
 				Replica: replica, Conn: "conn_" + id, Doc: body}); err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func TestReplicaSessions(t *testing.T) {
 		put := func(id, account, cred, replica, conn string) {
 			t.Helper()
 			body, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: id, CreatedAt: ep.FormatTime(time.Now())}, Credential: ep.NewRef(cred)})
-			if err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: account, CredentialID: cred,
+			if _, err := s.PutAgentSession(ctx, AgentSessionRow{ID: id, AccountID: account, CredentialID: cred,
 				Replica: replica, Conn: conn, Doc: body}); err != nil {
 				t.Fatal(err)
 			}

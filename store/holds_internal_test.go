@@ -33,7 +33,7 @@ func newHoldsWorld(t *testing.T, dsn string) *holdsWorld {
 func (w *holdsWorld) session(c ep.Caller, id, replica string) {
 	w.t.Helper()
 	body, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: id}})
-	if err := w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: id, AccountID: c.AccountID, CredentialID: "cr_" + id,
+	if _, err := w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: id, AccountID: c.AccountID, CredentialID: "cr_" + id,
 		Replica: replica, Conn: "conn_" + id, Doc: body}); err != nil {
 		w.t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestRotateResealsTunnelOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			sess, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: "ts_" + acct}})
-			if err := st.PutAgentSession(ctx, AgentSessionRow{ID: "ts_" + acct, AccountID: c.AccountID, CredentialID: "cr_" + acct,
+			if _, err := st.PutAgentSession(ctx, AgentSessionRow{ID: "ts_" + acct, AccountID: c.AccountID, CredentialID: "cr_" + acct,
 				Replica: "rep_a", Conn: "conn_" + acct, Doc: sess}); err != nil {
 				t.Fatal(err)
 			}

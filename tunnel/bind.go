@@ -317,6 +317,10 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	}
 	s.tunnels[t.id] = t
 	s.mu.Unlock()
+	// A bind of a row this session took over is pending no more once this returns, made or
+	// refused: whatever waits for it stops waiting.
+	s.gw.rebinds.adopt(s, t)
+	defer s.gw.rebinds.bound(t.rowID)
 	undo := func() {
 		s.mu.Lock()
 		delete(s.tunnels, t.id)

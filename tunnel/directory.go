@@ -77,6 +77,9 @@ type dirView struct {
 	// routed to now (their link is down, their row stale): a client of one still gets a
 	// certificate, and then the offline page rather than a failed handshake.
 	unrouted map[string]bool
+	// moving holds the endpoints of draining replicas' rows, routed to or not: their agents are
+	// on their way to another replica, or the draining replica deletes the rows (MoveWait).
+	moving map[endpointKey]bool
 }
 
 // remoteGroup is the remote binds of one endpoint, all of one account. The binds of draining
@@ -251,11 +254,14 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 // swap builds the view of the routable replicas' tunnels and makes it current.
 func (d *directory) swap() {
 	v := &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}, tcp: map[string]string{},
-		unrouted: map[string]bool{}}
+		unrouted: map[string]bool{}, moving: map[endpointKey]bool{}}
 	var all []*remoteTunnel
 	for id, r := range d.replicas {
 		for _, t := range r.tunnels {
 			t.draining.Store(r.draining)
+			if r.draining && r.fresh && t.row.Proto != "" && t.row.Name != "" {
+				v.moving[endpointKey{t.row.Proto, strings.ToLower(t.row.Name)}] = true
+			}
 			switch {
 			case d.routable[id]:
 				all = append(all, t)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/peer"
-	"github.com/edgeplane/edgeplane/store"
 	"golang.ngrok.com/ngrok"
 	"golang.ngrok.com/ngrok/config"
 )
@@ -224,16 +223,17 @@ func TestDirectoryEndsMovedSession(t *testing.T) {
 		}
 		return id != ""
 	})
-	// The agent reconnected to replica B, with its session id: B took the row over.
+	// The agent reconnected to replica B, with its session id: B took the row over, and its
+	// bind's row with it, which B now lists.
 	s := a.gw.session(id)
 	row := s.sessionRow()
 	row.Replica, row.Conn = "rep_b", "conn_elsewhere"
-	if err := c.st.PutAgentSession(ctx, row); err != nil {
+	took, err := c.st.PutAgentSession(ctx, row)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.st.PutAgentTunnel(ctx, store.AgentTunnelRow{ID: "tn_moved", SessionID: id, AccountID: c.accounts["a"],
-		Name: "moved.edgeplane.app", Proto: "https", Doc: []byte(`{}`)}); err != nil {
-		t.Fatal(err)
+	if len(took.Tunnels) != 1 || took.Tunnels[0].Name != "moved.edgeplane.app" {
+		t.Fatalf("B took over %+v, want the bind of moved.edgeplane.app", took.Tunnels)
 	}
 	select {
 	case <-ended:

@@ -112,10 +112,6 @@ func (g *Gateway) Drain(ctx context.Context) (cut int) {
 	return cut
 }
 
-// takeoverWait bounds how long a drain waits for the agents of the sessions it ended to take
-// their rows over from a new session, before it deletes the rows of those that did not.
-const takeoverWait = 2 * time.Second
-
 // takeoverPoll is how often the drain looks for the rows its agents have taken over.
 const takeoverPoll = 25 * time.Millisecond
 
@@ -126,7 +122,7 @@ const takeoverPoll = 25 * time.Millisecond
 // wait on (the old session's row, this replica's generation) for as long as this process takes
 // to commit, which on a loaded machine is hundreds of milliseconds added to every agent's move
 // while public requests for its endpoints wait for it. So the rows stay until the agents have
-// taken them over (no session row names this replica's sessions any more) or takeoverWait has
+// taken them over (no session row names this replica's sessions any more) or MoveWait has
 // passed, and only then are the rows of the sessions not taken over deleted. Meanwhile the
 // other replicas route to the old binds as a draining replica's, and a connection they forward
 // there follows its bind to its new place (moved.go).
@@ -143,7 +139,7 @@ func (g *Gateway) takeOver(ctx context.Context, ended []*session) {
 	if len(pending) == 0 {
 		return
 	}
-	wait, cancel := context.WithTimeout(ctx, g.takeoverWait)
+	wait, cancel := context.WithTimeout(ctx, g.moveWait)
 	defer cancel()
 	t := time.NewTicker(takeoverPoll)
 	defer t.Stop()

@@ -54,7 +54,7 @@ func TestDrainLeavesRowsToMovingAgents(t *testing.T) {
 	c := newCluster(t)
 	a := c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
 	b := c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
-	a.gw.takeoverWait = 1500 * time.Millisecond
+	a.gw.moveWait = 1500 * time.Millisecond
 	ctx := context.Background()
 	pool := replicaPool(t, a, b)
 	agent := func(account, host string, d *gateDialer) ngrok.Session {
@@ -165,19 +165,6 @@ func TestForwardFollowsMoveWithoutWaitingForThePoll(t *testing.T) {
 		if err != nil || !strings.HasPrefix(body, account+" ") {
 			t.Errorf("a request for %s forwarded to A after its agent moved to B: %q, %v", host, body, err)
 		}
-	}
-}
-
-// TestMovedWaitFor: a connection forwarded to a draining replica waits longer for its bind
-// elsewhere than one forwarded to a replica that failed: the first's agent is on its way.
-func TestMovedWaitFor(t *testing.T) {
-	r := &remoteTunnel{}
-	if got := movedWaitFor(r); got != movedWait {
-		t.Errorf("a live holder's bind is waited for %v, want %v", got, movedWait)
-	}
-	r.draining.Store(true)
-	if got := movedWaitFor(r); got != drainedWait || drainedWait <= movedWait {
-		t.Errorf("a draining holder's bind is waited for %v, want %v (more than %v)", got, drainedWait, movedWait)
 	}
 }
 

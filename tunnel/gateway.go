@@ -127,8 +127,10 @@ type Gateway struct {
 	// echoHandover and streamTypeTimeout are the package's, set once by New (tests shorten them
 	// before Serve).
 	echoHandover, streamTypeTimeout time.Duration
-	// takeoverWait is the package's, set by New (tests shorten it).
-	takeoverWait time.Duration
+	// moveWait is MoveWait, set by New (tests shorten it); rebinds are the rows this replica's
+	// sessions took over and have not bound again (rebind.go).
+	moveWait time.Duration
+	rebinds  *rebinds
 }
 
 // fullCheckEvery is how often every online session is checked whatever the change feed said: it
@@ -142,7 +144,7 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
 		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
-		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, takeoverWait: takeoverWait}
+		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, moveWait: MoveWait, rebinds: newRebinds()}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

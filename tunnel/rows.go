@@ -30,8 +30,10 @@ func (s *session) sessionRow() store.AgentSessionRow {
 		Replica: s.gw.cfg.Replica, Conn: s.connID, Doc: body}
 }
 
+// putRow writes the session's row; an agent reconnecting with its session id takes its old row
+// over, and the rows of its binds for it to make again (rebind.go).
 func (s *session) putRow(ctx context.Context) error {
-	err := s.gw.cfg.Store.PutAgentSession(ctx, s.sessionRow())
+	took, err := s.gw.cfg.Store.PutAgentSession(ctx, s.sessionRow())
 	if errors.Is(err, store.ErrIDTaken) { // another credential's session id: take a new one
 		s.id, _ = ep.NewID("ts")
 		return s.putRow(ctx)
@@ -40,6 +42,7 @@ func (s *session) putRow(ctx context.Context) error {
 		s.mu.Lock()
 		s.rows, s.rowsAt = true, time.Now()
 		s.mu.Unlock()
+		s.gw.expectRebinds(s, took)
 	}
 	return err
 }

@@ -353,6 +353,7 @@ func (s *session) close() {
 			s.conn.Close()
 		}
 		s.gw.removeSession(s)
+		s.gw.rebinds.forgetSession(s)
 		for _, t := range s.tunnelList() {
 			s.gw.Registry.remove(t)
 		}

@@ -20,7 +20,8 @@ type Store interface {
 	ClaimHolders(ctx context.Context, namespace string, values []string) (map[string]string, error)
 	SubscribeAgents() *store.Subscription
 
-	PutAgentSession(ctx context.Context, r store.AgentSessionRow) error
+	PutAgentSession(ctx context.Context, r store.AgentSessionRow) (store.Takeover, error)
+	DropKeptTunnels(ctx context.Context, sessionID, conn string, gen int64) error
 	RestoreAgentSession(ctx context.Context, r store.AgentSessionRow) (ours bool, err error)
 	DeleteAgentSession(ctx context.Context, id, conn string) error
 	ReplicaSessions(ctx context.Context, replica string) ([]string, error)

@@ -68,6 +68,25 @@ func (g *Gateway) Online(proto, host string) bool {
 	return local != nil || remote != nil
 }
 
+// Moving reports whether the rows say the agent of an endpoint that is not online is on its way
+// (MoveWait at most): a row of it is on a draining replica, whose agents are moving, or was
+// taken over by an agent that reconnected here and has not bound it again yet. A request for
+// such an endpoint is worth waiting for.
+func (g *Gateway) Moving(proto, host string) bool {
+	key := endpointKey{proto, strings.ToLower(host)}
+	if g.rebinds.pending(key) {
+		return true
+	}
+	return g.dir != nil && g.dir.view.Load().moving[key]
+}
+
+// PollSoon asks the directory for a poll now, for a caller waiting on an endpoint to move.
+func (g *Gateway) PollSoon() {
+	if g.dir != nil {
+		g.dir.pollSoon()
+	}
+}
+
 // Unrouted reports whether host is the name of an https or tls endpoint of another replica that
 // is not routed to now (its link is down or its row stale): the listener still presents a
 // certificate for it, so that its clients get the offline page instead of a failed handshake.
@@ -122,6 +141,9 @@ func (g *Gateway) remoteChanged() {
 // tunnel this replica does not hold is never dialled: peer.ErrNoTunnel.
 func (g *Gateway) AcceptPeer(ctx context.Context, req peer.Request) (net.Conn, error) {
 	t := g.Registry.byRowID(req.TunnelID)
+	if t == nil {
+		t = g.awaitRebind(ctx, req.TunnelID) // its agent may have just reconnected here
+	}
 	if t == nil {
 		return nil, fmt.Errorf("%w: no tunnel %s is online here", peer.ErrNoTunnel, req.TunnelID)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeplane/edgeplane/ingress"
+	"github.com/edgeplane/edgeplane/tunnel"
 )
 
 // The old process's side of a handover (handover.go) once its successor is ready, and the new
@@ -155,14 +156,16 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 
 // Waiting for an endpoint. While an agent moves from one process to another (a handover, a
 // replica's rolling restart, a replica lost), its endpoint is offline for the time its agent
-// takes to reconnect, typically well under half a second. A public request for an endpoint
-// that is offline now waits for it, rather than being answered ERR_NGROK_3200 at once, when it
-// is expected back: up to handoverWait when this process took over from a process that had it
-// online (handover.go), whose agent is known to be on its way (and takes up to about 1.2 s on a
-// starved machine: its session's and its bind's rows are two commits); up to endpointWait when
-// this process served it less than recentWindow ago (its agent may be moving from another
-// replica, or gone with a replica that died). A name nobody served gets its answer at once, and
-// so does one that did not come back within one wait.
+// takes to reconnect and bind again, typically well under half a second, seconds on a starved
+// machine. A public request for an endpoint that is offline now waits for it, rather than being
+// answered ERR_NGROK_3200 at once, when it is expected back: while the store's rows say its
+// agent is moving (tunnel.Gateway.Moving: a row of it on a draining replica, or taken over by
+// an agent that reconnected here and has not bound it again), up to tunnel.MoveWait, whose
+// rows end sooner when the agent does not come back; otherwise up to handoverWait when this
+// process took over from a process that had it online (handover.go) and it has not been served
+// here since, or up to endpointWait when this process served it less than recentWindow ago (its
+// agent may be moving from another replica, or gone with a replica that died). A name nobody
+// served gets its answer at once, and so does one that did not come back within one wait.
 const (
 	endpointWait     = 750 * time.Millisecond
 	handoverWait     = 2 * time.Second
@@ -178,12 +181,14 @@ type endpointWaiter struct {
 	seen map[string]time.Time
 	// announced holds the endpoints the handover announced that have not been served here yet.
 	announced map[string]bool
+	// moveWait bounds a wait that the rows prolong (tunnel.MoveWait; tests shorten it).
+	moveWait time.Duration
 }
 
 // newEndpointWaiter starts with the endpoints a handover said are coming (keys as onlineKeys
 // writes them).
 func newEndpointWaiter(expected []string) *endpointWaiter {
-	w := &endpointWaiter{seen: map[string]time.Time{}, announced: map[string]bool{}}
+	w := &endpointWaiter{seen: map[string]time.Time{}, announced: map[string]bool{}, moveWait: tunnel.MoveWait}
 	now := time.Now()
 	for _, k := range expected {
 		if len(w.seen) < maxRecent {
@@ -246,27 +251,46 @@ func (w *endpointWaiter) expected(key string) bool {
 	return ok && now.Sub(last) < recentWindow
 }
 
-// await returns find's answer, waiting up to its limit for a non-empty one when key is expected
-// back.
-func await[T any](w *endpointWaiter, key string, find func() (T, bool)) T {
+// mover says whether the rows show an endpoint's agent on its way (moving), and asks for a
+// fresh view of them while a request waits (poll). The zero value knows of no move.
+type mover struct {
+	moving func() bool
+	poll   func()
+}
+
+func (m mover) isMoving() bool { return m.moving != nil && m.moving() }
+
+// await returns find's answer, waiting for a non-empty one when key is expected back: up to
+// its limit, and past it while m says the rows show its agent on its way (at most
+// tunnel.MoveWait in all).
+func await[T any](w *endpointWaiter, key string, m mover, find func() (T, bool)) T {
 	v, ok := find()
 	if ok {
 		w.served(key)
 		return v
 	}
-	if !w.expected(key) {
+	if !w.expected(key) && !m.isMoving() {
 		return v
 	}
-	deadline := time.Now().Add(w.limit(key))
-	for time.Now().Before(deadline) {
+	start := time.Now()
+	limit := w.limit(key)
+	for {
+		if m.poll != nil {
+			m.poll() // the wait ends as soon as the directory sees the bind
+		}
 		time.Sleep(endpointWaitPoll)
 		if v, ok = find(); ok {
 			w.served(key)
 			return v
 		}
+		waited := time.Since(start)
+		if waited >= w.moveWait || (waited >= limit && !m.isMoving()) {
+			break
+		}
 	}
 	// Not back in time: the next lookups (the same request's, past its TLS handshake, and the
-	// next requests') are answered at once, until the endpoint is served again.
+	// next requests') are answered at once, until the endpoint is served again or its rows say
+	// it is moving.
 	w.forget(key)
 	return v
 }
@@ -302,7 +326,8 @@ func (d *dataPlane) onlineKeys() []string {
 func (d *dataPlane) setLookups(w *endpointWaiter) {
 	d.waiter = w
 	d.pub.SetLookup(func(proto, host string) ingress.Endpoint {
-		return await(w, proto+"://"+host, func() (ingress.Endpoint, bool) {
+		m := mover{moving: func() bool { return d.gw.Moving(proto, host) }, poll: d.gw.PollSoon}
+		return await(w, proto+"://"+host, m, func() (ingress.Endpoint, bool) {
 			if t := d.gw.Endpoint(proto, host); t != nil {
 				return t, true
 			}
@@ -310,7 +335,8 @@ func (d *dataPlane) setLookups(w *endpointWaiter) {
 		})
 	})
 	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
-		return await(w, labeledKey(account, labels), func() ([]ingress.Endpoint, bool) {
+		// A labeled tunnel takes a new id when its agent reconnects: no row says it moves.
+		return await(w, labeledKey(account, labels), mover{}, func() ([]ingress.Endpoint, bool) {
 			tunnels := d.gw.Labeled(account, labels)
 			out := make([]ingress.Endpoint, len(tunnels))
 			for i, t := range tunnels {

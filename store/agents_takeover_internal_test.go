@@ -1,0 +1,84 @@
+package store
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	ep "github.com/edgeplane/edgeplane"
+)
+
+// TestTakeoverKeepsNamedBinds: an agent that reconnects to another replica with its session id
+// takes its named binds' rows over with the session (they are listed, and now the new
+// replica's, at a generation of it), its labeled tunnels' rows go; until it binds again, the
+// kept row holds its name against another account. DropKeptTunnels then deletes only the kept
+// rows not written again since, and only for the session's connection. Account b's session on
+// another replica is untouched throughout.
+func TestTakeoverKeepsNamedBinds(t *testing.T) {
+	eachEngine(t, func(t *testing.T, _, dsn string) {
+		w := newHoldsWorld(t, dsn) // ts_a of account a on rep_a, ts_b of account b on rep_b
+		bind := func(c ep.Caller, session, id, name string) error {
+			body, _ := json.Marshal(ep.Tunnel{Meta: ep.Meta{ID: id}})
+			return w.s.PutAgentTunnel(w.ctx, AgentTunnelRow{ID: id, SessionID: session, AccountID: c.AccountID, Name: name,
+				Proto: "http", Doc: body})
+		}
+		w.must(bind(w.a, "ts_a", "tn_web", "web.edgeplane.app"), "bind web")
+		w.must(bind(w.a, "ts_a", "tn_api", "api.edgeplane.app"), "bind api")
+		body, _ := json.Marshal(ep.Tunnel{Meta: ep.Meta{ID: "tn_lab"}})
+		w.must(w.s.PutAgentTunnel(w.ctx, AgentTunnelRow{ID: "tn_lab", SessionID: "ts_a", AccountID: w.a.AccountID,
+			Doc: body, Labels: map[string]string{"edge": "x"}}), "labeled")
+		w.must(bind(w.b, "ts_b", "tn_b", "b.edgeplane.app"), "bind b")
+		genA, genC := w.replicaGen("rep_a"), int64(0)
+
+		sess, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: "ts_a"}})
+		took, err := w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: "ts_a", AccountID: w.a.AccountID, CredentialID: "cr_ts_a",
+			Replica: "rep_c", Conn: "conn_c", Doc: sess})
+		w.must(err, "takeover")
+		var ids []string
+		for _, k := range took.Tunnels {
+			ids = append(ids, k.ID+" "+k.Name)
+		}
+		slices.Sort(ids)
+		if want := []string{"tn_api api.edgeplane.app", "tn_web web.edgeplane.app"}; !slices.Equal(ids, want) {
+			t.Errorf("the takeover kept %v, want %v (the named binds, not the labeled tunnel)", ids, want)
+		}
+		if genC = w.replicaGen("rep_c"); took.Gen != genC {
+			t.Errorf("the kept rows' generation %d, want rep_c's %d", took.Gen, genC)
+		}
+		if g := w.replicaGen("rep_a"); g <= genA {
+			t.Errorf("rep_a's generation %d after its session moved, was %d", g, genA)
+		}
+		rows, err := w.s.ReplicaTunnels(w.ctx, "rep_c", 0)
+		w.must(err, "rep_c's rows")
+		if len(rows) != 2 || rows[0].Gen != took.Gen || rows[1].Gen != took.Gen {
+			t.Errorf("rep_c's rows after the takeover: %+v, want the two named binds at generation %d", rows, took.Gen)
+		}
+		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_a", 0); len(rows) != 0 {
+			t.Errorf("rep_a still lists %d rows", len(rows))
+		}
+		if err := bind(w.b, "ts_b", "tn_steal", "web.edgeplane.app"); err == nil {
+			t.Error("account b bound a name whose agent of account a is on its way back")
+		}
+
+		// The agent binds web again (same row id); api it never binds again.
+		w.must(bind(w.a, "ts_a", "tn_web", "web.edgeplane.app"), "bind web again")
+		w.must(w.s.DropKeptTunnels(w.ctx, "ts_a", "conn_a_old", took.Gen), "drop by another connection")
+		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_c", 0); len(rows) != 2 {
+			t.Errorf("a drop by a connection the session no longer has deleted rows: %d left", len(rows))
+		}
+		before := w.replicaGen("rep_c")
+		w.must(w.s.DropKeptTunnels(w.ctx, "ts_a", "conn_c", took.Gen), "drop")
+		rows, err = w.s.ReplicaTunnels(w.ctx, "rep_c", 0)
+		w.must(err, "rep_c's rows")
+		if len(rows) != 1 || rows[0].ID != "tn_web" {
+			t.Errorf("rep_c's rows after the drop: %+v, want tn_web (bound again) alone", rows)
+		}
+		if g := w.replicaGen("rep_c"); g <= before {
+			t.Errorf("rep_c's generation %d after the drop, was %d", g, before)
+		}
+		w.must(bind(w.b, "ts_b", "tn_api_b", "api.edgeplane.app"), "account b binds the name given up")
+		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_b", 0); len(rows) != 2 {
+			t.Errorf("account b's replica lists %d rows, want its two", len(rows))
+		}
+	})
+}
