@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -57,4 +58,47 @@ func newAgentLogs(t *testing.T) *agentLogs {
 // option is the ConnectOption that logs the session under name.
 func (l *agentLogs) option(name string) ngrok.ConnectOption {
 	return ngrok.WithLogger(agentLog{name: name, out: &l.out})
+}
+
+// moveRE finds the lines of ngrok-go's log that start and end an agent's move: the session
+// lost (its reconnect loop starts) and a session established again, its binds made.
+var moveRE = regexp.MustCompile(`(?m)^(\d\d:\d\d:\d\d\.\d+) agent=(\S+) level=\S+ msg="(session closed, starting reconnect loop|client session established|failed to reconnect session)"`)
+
+// moves returns, by agent name, how long each of its moves took as ngrok-go saw it (from its
+// session lost to its binds made again elsewhere), and how many reconnect attempts failed.
+func (l *agentLogs) moves() (took map[string][]time.Duration, failed map[string]int) {
+	took, failed = map[string][]time.Duration{}, map[string]int{}
+	lost := map[string]time.Time{}
+	for _, m := range moveRE.FindAllStringSubmatch(l.out.String(), -1) {
+		at, err := time.Parse("15:04:05.000000", m[1])
+		if err != nil {
+			continue
+		}
+		switch m[3] {
+		case "session closed, starting reconnect loop":
+			lost[m[2]] = at
+		case "failed to reconnect session":
+			failed[m[2]]++
+		default:
+			if start, ok := lost[m[2]]; ok {
+				took[m[2]] = append(took[m[2]], at.Sub(start).Round(time.Millisecond))
+				delete(lost, m[2])
+			}
+		}
+	}
+	return took, failed
+}
+
+// report logs each agent's moves: how long each took and the reconnect attempts that failed.
+func (l *agentLogs) report(t *testing.T) {
+	took, failed := l.moves()
+	names := make([]string, 0, len(took))
+	for name := range took {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t.Logf("agent %s moved %d time(s), each from its session lost to its binds made again: %v (%d failed reconnect attempts)",
+			name, len(took[name]), took[name], failed[name])
+	}
 }

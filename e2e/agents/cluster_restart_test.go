@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,6 +67,8 @@ func TestClusterRollingRestart(t *testing.T) {
 		}
 	}
 	waitRequests(t, 4, loops...) // the loops go on against the new processes alone
+	logs.report(t)
+	c.reportMoves()
 	for i, l := range loops {
 		t.Logf("%s:", eps[i].url)
 		l.stop(t)
@@ -141,4 +144,28 @@ func TestClusterSuccessorRoutesAtOnce(t *testing.T) {
 	waitLog(t, r.world, 40*time.Second, "the old process drained", func(out string) bool {
 		return len(drainedRE.FindAllString(out, -1)) > drainedBefore
 	})
+}
+
+// stepRE finds the replicas' log lines of an agent's arrival, with the time each step took
+// where the replica logs it (the TLS handshake, the credential's read, the session's row, a
+// bind's row).
+var stepRE = regexp.MustCompile(`(?m)^time=\S*T(\S+)Z level=INFO msg="(agent session started|tunnel online|agent session closed)" session=(\S+)(.*)$`)
+
+// stepAttrRE picks the step durations out of the rest of such a line.
+var stepAttrRE = regexp.MustCompile(`\b(url|handshake|auth_wait|credential_read|row_write|since_accept)=(\S+)`)
+
+// reportMoves logs, replica by replica, when each agent session ended, started and bound, with
+// the times of its steps: what an agent's move between replicas is made of.
+func (c *cluster) reportMoves() {
+	for _, r := range c.replicas {
+		var lines []string
+		for _, m := range stepRE.FindAllStringSubmatch(r.proc.Stderr.String(), -1) {
+			var attrs []string
+			for _, a := range stepAttrRE.FindAllStringSubmatch(m[4], -1) {
+				attrs = append(attrs, a[1]+"="+a[2])
+			}
+			lines = append(lines, fmt.Sprintf("%s %s %s %s", m[1], m[2], m[3], strings.Join(attrs, " ")))
+		}
+		c.t.Logf("replica %s, its agents' sessions:\n%s", r.ip, strings.Join(lines, "\n"))
+	}
 }
