@@ -49,8 +49,17 @@ type Endpoint interface {
 	// certificate to present (nil: the host's, from Certificate) and, on a tls endpoint,
 	// whether this connection is terminated here. An error refuses the handshake.
 	TLSFor(h plan.Hello) (plan.ConnTLS, error)
-	// Dial opens a stream to the agent for one public connection from clientAddr.
+	// Dial opens a stream to the agent for one public connection from clientAddr. An error
+	// with an EndpointOffline method that reports true says the endpoint went offline between
+	// its lookup and the dial (its agent left and did not come back): an HTTP request is then
+	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
+}
+
+// offline reports whether err says the endpoint went offline before it could be dialled.
+func offline(err error) bool {
+	var o interface{ EndpointOffline() bool }
+	return errors.As(err, &o) && o.EndpointOffline()
 }
 
 // Config is what the public listeners need.

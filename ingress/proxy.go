@@ -307,6 +307,10 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client left
 	}
 	p.s.log.Debug("proxy to agent failed", "host", r.Host, "err", err)
+	if offline(err) {
+		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s is offline.", r.Host))
+		return
+	}
 	if refused, ok := outbound.Refused(err); ok {
 		enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The backend's address was refused: "+refused.Reason()+".")
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -222,5 +223,34 @@ func TestTakenOverRowsNotBoundAgainGo(t *testing.T) {
 	}
 	if body, err := request(t, w.x.gw.Endpoint("http", "stays-b.edgeplane.app"), "stays-b.edgeplane.app", "192.0.2.7:7"); err != nil || !strings.HasPrefix(body, "b ") {
 		t.Errorf("account b's endpoint: %q, %v", body, err)
+	}
+}
+
+// TestForwardGivesUpWhenRowsGo: a connection forwarded to a draining replica whose agent never
+// comes back waits while the draining replica keeps the agent's rows (1 s here) and fails once
+// they are gone, saying the endpoint is offline (the public listeners answer 404
+// ERR_NGROK_3200), not after the move's whole bound. Account b's agent comes back on B and its
+// request is answered.
+func TestForwardGivesUpWhenRowsGo(t *testing.T) {
+	w := newMoveWorld(t)
+	w.a.gw.moveWait = time.Second
+	gone := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
+	back := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
+	close(back.open)
+	eps := w.agents(t, map[string]*gateDialer{"a": gone, "b": back})
+	w.drainA(t)
+	waitFor(t, "A ends both sessions", func() bool { return len(w.a.gw.snapshotSessions()) == 0 })
+	start := time.Now()
+	_, err := request(t, eps["a"], w.hosts["a"], "192.0.2.7:7")
+	took := time.Since(start)
+	var off interface{ EndpointOffline() bool }
+	if !errors.As(err, &off) || !off.EndpointOffline() {
+		t.Errorf("a request for the endpoint whose agent never came back: %v, want an offline endpoint's error", err)
+	}
+	if took < 500*time.Millisecond || took > MoveWait {
+		t.Errorf("it failed after %v, want once A gave the rows up (1 s after ending the session)", took)
+	}
+	if body, err := request(t, eps["b"], w.hosts["b"], "192.0.2.7:7"); err != nil || !strings.HasPrefix(body, "b ") {
+		t.Errorf("account b's request: %q, %v; want its agent's answer from B", body, err)
 	}
 }

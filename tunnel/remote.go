@@ -152,8 +152,21 @@ func (r *remoteTunnel) Dial(ctx context.Context, clientAddr, proto, edgeType str
 	case *remoteTunnel:
 		return next.dial(ctx, clientAddr, proto, edgeType, passthrough)
 	}
+	if ctx.Err() == nil && !r.gw.Online(r.row.Proto, r.row.Name) {
+		return nil, offlineError{err}
+	}
 	return nil, err
 }
+
+// offlineError is a forwarded connection's failure once its endpoint is online nowhere: its
+// agent left and did not come back in time. The public listeners answer it as they answer an
+// offline endpoint (ingress.Endpoint's Dial).
+type offlineError struct{ error }
+
+// EndpointOffline reports that the endpoint is offline.
+func (offlineError) EndpointOffline() bool { return true }
+
+func (e offlineError) Unwrap() error { return e.error }
 
 func (r *remoteTunnel) dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error) {
 	return r.link.Dial(ctx, r.replica, "", peer.Request{TunnelID: r.row.ID, ClientAddr: clientAddr, Proto: proto,
