@@ -31,19 +31,8 @@ func newRecordingWorld(t *testing.T, upstream http.Handler) *recordingWorld {
 	t.Cleanup(func() { us.Close() })
 	rec := inspect.NewRecorder(inspect.Config{Replica: "rep_test"})
 	ep := &upstreamEndpoint{addr: uln.Addr().String()}
-	s := New(Config{Recorder: rec, Lookup: func(proto, host string) Endpoint {
-		if host == "app.example.com" {
-			return ep
-		}
-		return nil
-	}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.ServeHTTP(ln) }()
-	t.Cleanup(func() { s.Close() })
-	return &recordingWorld{rec: rec, addr: ln.Addr().String()}
+	_, addr := servePublic(t, Config{Recorder: rec, Lookup: byHost(map[string]Endpoint{"app.example.com": ep})})
+	return &recordingWorld{rec: rec, addr: addr}
 }
 
 // send writes a raw request on a new connection and returns the answer's status line and body.

@@ -30,22 +30,8 @@ func (goneError) EndpointOffline() bool { return true }
 func TestDialOfflineIsOffline(t *testing.T) {
 	a := &failingEndpoint{tripEndpoint: tripEndpoint{id: "ep_a", account: "acct_a"}, err: wrapErr(goneError{})}
 	b := &failingEndpoint{tripEndpoint: tripEndpoint{id: "ep_b", account: "acct_b"}, err: errors.New("the replica could not be reached")}
-	s := New(Config{Lookup: func(_, host string) Endpoint {
-		switch host {
-		case "a.example.com":
-			return a
-		case "b.example.com":
-			return b
-		}
-		return nil
-	}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.ServeHTTP(ln) }()
-	t.Cleanup(func() { s.Close() })
-	w := &tripWorld{s: s, addr: ln.Addr().String()}
+	s, addr := servePublic(t, Config{Lookup: byHost(map[string]Endpoint{"a.example.com": a, "b.example.com": b})})
+	w := &tripWorld{s: s, addr: addr}
 	pc := w.dial(t)
 	if st, code, body := pc.get(t, "a.example.com", "/"); st != 404 || code != "ERR_NGROK_3200" {
 		t.Errorf("an endpoint gone offline before its dial: %d %s %q, want 404 ERR_NGROK_3200", st, code, body)

@@ -72,23 +72,27 @@ func newTripWorld(t *testing.T, ha, hb http.Handler) *tripWorld {
 		a: &tripEndpoint{id: "ep_a", account: "acct_a", upstream: serveUpstream(t, ha)},
 		b: &tripEndpoint{id: "ep_b", account: "acct_b", upstream: serveUpstream(t, hb)},
 	}
-	w.s = New(Config{Lookup: func(proto, host string) Endpoint {
-		switch host {
-		case "a.example.com":
-			return w.a
-		case "b.example.com":
-			return w.b
-		}
-		return nil
-	}})
+	w.s, w.addr = servePublic(t, Config{Lookup: byHost(map[string]Endpoint{"a.example.com": w.a, "b.example.com": w.b})})
+	return w
+}
+
+// byHost is a Lookup of the endpoints by host.
+func byHost(eps map[string]Endpoint) func(proto, host string) Endpoint {
+	return func(_, host string) Endpoint { return eps[host] }
+}
+
+// servePublic runs a public HTTP listener of cfg on loopback until the test ends, and returns
+// it and its address.
+func servePublic(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
+	s := New(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = w.s.ServeHTTP(ln) }()
-	t.Cleanup(func() { w.s.Close() })
-	w.addr = ln.Addr().String()
-	return w
+	go func() { _ = s.ServeHTTP(ln) }()
+	t.Cleanup(func() { s.Close() })
+	return s, ln.Addr().String()
 }
 
 // publicConn is one keep-alive connection of a public client.

@@ -316,9 +316,16 @@ func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
 
 // DeleteAgentTunnel removes a tunnel row, if its session row is still the connection's.
 func (s *Store) DeleteAgentTunnel(ctx context.Context, id, sessionID, conn string) error {
+	return s.deleteConnTunnels(ctx, "id", id, sessionID, conn)
+}
+
+// deleteConnTunnels deletes the session's tunnel rows whose column (a name from this package,
+// never a caller's) holds value, if the session row is still the connection's, and moves its
+// replica's generation when any went.
+func (s *Store) deleteConnTunnels(ctx context.Context, column string, value any, sessionID, conn string) error {
 	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE id = ? AND session_id IN
-			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), id, sessionID, conn)
+		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE `+column+` = ? AND session_id IN
+			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), value, sessionID, conn)
 		if err != nil {
 			return s.classify(err)
 		}

@@ -48,16 +48,5 @@ func (s *Store) keepTunnels(ctx context.Context, tx *wtx, r AgentSessionRow) (Ta
 // bound again: those still at the takeover's generation, if the session row is still the
 // connection's.
 func (s *Store) DropKeptTunnels(ctx context.Context, sessionID, conn string, gen int64) error {
-	return s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
-		res, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE gen = ? AND session_id IN
-			(SELECT id FROM agent_sessions WHERE id = ? AND conn = ?)`), gen, sessionID, conn)
-		if err != nil {
-			return s.classify(err)
-		}
-		if n, err := res.RowsAffected(); err == nil && n == 0 {
-			return nil
-		}
-		_, err = s.bumpSessionReplica(ctx, tx, sessionID)
-		return err
-	})
+	return s.deleteConnTunnels(ctx, "gen", gen, sessionID, conn)
 }

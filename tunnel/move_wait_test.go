@@ -91,14 +91,24 @@ func (w *moveWorld) agents(t *testing.T, dialers map[string]*gateDialer) map[str
 	return eps
 }
 
-// drainA drains replica A as a handover does: its row marked draining first, then its sessions
-// ended.
+// drainA drains replica A as a handover does, its row marked draining first, and waits until
+// it has ended its sessions.
 func (w *moveWorld) drainA(t *testing.T) {
 	t.Helper()
 	if err := w.c.st.DrainReplica(context.Background(), "rep_a"); err != nil {
 		t.Fatal(err)
 	}
 	go w.a.gw.Drain(context.Background())
+	waitFor(t, "A ends its sessions", func() bool { return len(w.a.gw.snapshotSessions()) == 0 })
+}
+
+// gate is an agent's dialer to A that reconnects to next once opened (at once when open).
+func (w *moveWorld) gate(next string, open bool) *gateDialer {
+	d := &gateDialer{first: w.a.agentAddr, next: next, open: make(chan struct{})}
+	if open {
+		close(d.open)
+	}
+	return d
 }
 
 // TestForwardWaitsForAgentSlowToReconnect: a connection forwarded to a draining replica whose
@@ -108,13 +118,10 @@ func (w *moveWorld) drainA(t *testing.T) {
 // meanwhile reaches it on B. Account b's agent moves at once and its request is answered too.
 func TestForwardWaitsForAgentSlowToReconnect(t *testing.T) {
 	w := newMoveWorld(t)
-	slow := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
-	fast := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
-	close(fast.open)
-	eps := w.agents(t, map[string]*gateDialer{"a": slow, "b": fast})
+	slow := w.gate(w.b.agentAddr, false)
+	eps := w.agents(t, map[string]*gateDialer{"a": slow, "b": w.gate(w.b.agentAddr, true)})
 
 	w.drainA(t)
-	waitFor(t, "A ends both sessions", func() bool { return len(w.a.gw.snapshotSessions()) == 0 })
 	time.AfterFunc(2500*time.Millisecond, func() { close(slow.open) }) // ngrok-go tries again at 3.5 s
 	type answer struct {
 		body string
@@ -151,11 +158,7 @@ func TestForwardWaitsForAgentSlowToReconnect(t *testing.T) {
 func TestRequestWaitsForBindAfterTakeover(t *testing.T) {
 	w := newMoveWorld(t)
 	relay := holdingRelay(t, w.b, 3*time.Second, w.pool)
-	held := &gateDialer{first: w.a.agentAddr, next: relay, open: make(chan struct{})}
-	fast := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
-	close(held.open)
-	close(fast.open)
-	w.agents(t, map[string]*gateDialer{"a": held, "b": fast})
+	w.agents(t, map[string]*gateDialer{"a": w.gate(relay, true), "b": w.gate(w.b.agentAddr, true)})
 
 	w.drainA(t)
 	host := w.hosts["a"]
@@ -191,11 +194,9 @@ func TestTakenOverRowsNotBoundAgainGo(t *testing.T) {
 	w := newMoveWorld(t)
 	w.b.gw.moveWait = time.Second
 	relay := holdingRelay(t, w.b, 2500*time.Millisecond, w.pool)
-	held := &gateDialer{first: w.a.agentAddr, next: relay, open: make(chan struct{})}
-	close(held.open)
 	stays := &gateDialer{first: w.x.agentAddr, next: w.x.agentAddr, open: make(chan struct{})}
 	w.hosts = map[string]string{"a": "late-a.edgeplane.app"}
-	w.agents(t, map[string]*gateDialer{"a": held})
+	w.agents(t, map[string]*gateDialer{"a": w.gate(relay, true)})
 	gatedAgent(t, w.c, replicaPool(t, w.x), "b", "stays-b.edgeplane.app", stays)
 
 	w.drainA(t)
@@ -234,12 +235,8 @@ func TestTakenOverRowsNotBoundAgainGo(t *testing.T) {
 func TestForwardGivesUpWhenRowsGo(t *testing.T) {
 	w := newMoveWorld(t)
 	w.a.gw.moveWait = time.Second
-	gone := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
-	back := &gateDialer{first: w.a.agentAddr, next: w.b.agentAddr, open: make(chan struct{})}
-	close(back.open)
-	eps := w.agents(t, map[string]*gateDialer{"a": gone, "b": back})
+	eps := w.agents(t, map[string]*gateDialer{"a": w.gate(w.b.agentAddr, false), "b": w.gate(w.b.agentAddr, true)})
 	w.drainA(t)
-	waitFor(t, "A ends both sessions", func() bool { return len(w.a.gw.snapshotSessions()) == 0 })
 	start := time.Now()
 	_, err := request(t, eps["a"], w.hosts["a"], "192.0.2.7:7")
 	took := time.Since(start)
