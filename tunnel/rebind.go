@@ -44,8 +44,8 @@ func newRebinds() *rebinds {
 	return &rebinds{byRow: map[string]pendingBind{}, byKey: map[endpointKey]int{}, changed: make(chan struct{})}
 }
 
-// expect records the rows s took over, and deletes those it has not bound again after
-// moveWait.
+// expectRebinds records the rows s took over, and deletes those its agent has not bound
+// again after moveWait.
 func (g *Gateway) expectRebinds(s *session, took store.Takeover) {
 	if len(took.Tunnels) == 0 {
 		return
@@ -113,19 +113,20 @@ func (r *rebinds) bound(id string) {
 func (r *rebinds) forgetSession(s *session) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	any := false
+	found := false
 	for id, p := range r.byRow {
 		if p.s == s {
 			r.drop(id, p)
-			any = true
+			found = true
 		}
 	}
-	if any {
+	if found {
 		r.wake()
 	}
-	return any
+	return found
 }
 
+// drop forgets row id (under mu).
 func (r *rebinds) drop(id string, p pendingBind) {
 	delete(r.byRow, id)
 	if r.byKey[p.key]--; r.byKey[p.key] <= 0 {
@@ -133,6 +134,7 @@ func (r *rebinds) drop(id string, p pendingBind) {
 	}
 }
 
+// wake tells those waiting on a row that something changed (under mu).
 func (r *rebinds) wake() {
 	close(r.changed)
 	r.changed = make(chan struct{})
