@@ -115,7 +115,10 @@ func benchServer(b *testing.B) (h http.Handler, token, policy, rule string) {
 	// LogWriter (to nowhere), and the metrics.
 	logOut := serving.NewLogWriter(io.Discard)
 	b.Cleanup(func() { logOut.Close() })
-	log := slog.New(slog.NewTextHandler(logOut, nil))
+	log, err := serving.NewLogger(logOut, "text", slog.LevelInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
 	srv := New(st, Config{BaseURL: "http://127.0.0.1:8080", Logger: log, Metrics: NewMetrics(st)})
 	return srv, *key.(*ep.APIKey).Token, policyID, r.Base().ID
 }
