@@ -11,6 +11,29 @@ import (
 	"github.com/edgeplane/edgeplane/internal/samltest"
 )
 
+// soapLogoutAccounts starts a server with two accounts, team-a and team-b, each with a saml
+// route (prefix-a.example.com, prefix-b.example.com) trusting one IdP over TLS whose single
+// logout service takes SOAP only and which signs alice in; it returns the server, the IdP, a
+// browser trusting both, and signedIn, which visits a route's host and reports whether the
+// account's agent answered for alice.
+func soapLogoutAccounts(t *testing.T, prefix string) (*world, *samltest.IdP, *http.Client, func(host, name string) bool) {
+	t.Helper()
+	var a *world
+	idp, caFile := newTLSIdP(t, func(string) *world { return a })
+	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
+	b := a.asAccount("team-b")
+	idp.OnlyIdPLogoutBinding(saml.SOAPBinding)
+	idp.SetUser(&samltest.User{NameID: "alice"})
+	a.samlRoute(t, idp, prefix+"-a.example.com", "team-a")
+	b.samlRoute(t, idp, prefix+"-b.example.com", "team-b")
+	browser := a.artifactBrowser(idp)
+	signedIn := func(host, name string) bool {
+		p := samlVisit(t, browser, "https://"+host+"/", nil)
+		return p.Status == 200 && string(p.Body) == name+" saw alice"
+	}
+	return a, idp, browser, signedIn
+}
+
 // TestSAMLSOAPLogoutStartedHere: the IdP's metadata offers single logout with the SOAP binding
 // only, so a logout started at edgeplane cannot send the browser there: edgeplane sends the IdP
 // a LogoutRequest signed by the route's key itself, over its guarded outbound client. Two
@@ -18,20 +41,7 @@ import (
 // session at the IdP and A's session, and B's stays. When the IdP refuses (Responder), the
 // session here ends all the same and the page says the IdP did not confirm.
 func TestSAMLSOAPLogoutStartedHere(t *testing.T) {
-	var a *world
-	idp, caFile := newTLSIdP(t, func(string) *world { return a })
-	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
-	b := a.asAccount("team-b")
-	idp.OnlyIdPLogoutBinding(saml.SOAPBinding)
-	idp.SetUser(&samltest.User{NameID: "alice"})
-	a.samlRoute(t, idp, "soapout-a.example.com", "team-a")
-	b.samlRoute(t, idp, "soapout-b.example.com", "team-b")
-
-	browser := a.artifactBrowser(idp)
-	signedIn := func(host, name string) bool {
-		p := samlVisit(t, browser, "https://"+host+"/", nil)
-		return p.Status == 200 && string(p.Body) == name+" saw alice"
-	}
+	a, idp, browser, signedIn := soapLogoutAccounts(t, "soapout")
 	// admitted: the browser reaches the account's agent without signing in again.
 	admitted := func(host, name string) bool {
 		t.Helper()
@@ -88,20 +98,7 @@ func TestSAMLSOAPLogoutStartedHere(t *testing.T) {
 // could not be asked, the server logs a warning, and the session on B's route, of another
 // account trusting the same IdP, stays.
 func TestSAMLSOAPLogoutIdPUnreachable(t *testing.T) {
-	var a *world
-	idp, caFile := newTLSIdP(t, func(string) *world { return a })
-	a = start(t, "--outbound-ca", caFile, "--outbound-allow-private") // the IdP is on this host
-	b := a.asAccount("team-b")
-	idp.OnlyIdPLogoutBinding(saml.SOAPBinding)
-	idp.SetUser(&samltest.User{NameID: "alice"})
-	a.samlRoute(t, idp, "soapgone-a.example.com", "team-a")
-	b.samlRoute(t, idp, "soapgone-b.example.com", "team-b")
-
-	browser := a.artifactBrowser(idp)
-	signedIn := func(host, name string) bool {
-		p := samlVisit(t, browser, "https://"+host+"/", nil)
-		return p.Status == 200 && string(p.Body) == name+" saw alice"
-	}
+	a, idp, browser, signedIn := soapLogoutAccounts(t, "soapgone")
 	eventually(t, 0, "A's route signs in", func() bool { return signedIn("soapgone-a.example.com", "team-a") })
 	eventually(t, 0, "B's route signs in", func() bool { return signedIn("soapgone-b.example.com", "team-b") })
 
