@@ -71,6 +71,7 @@ type round struct {
 	elapsed   time.Duration
 	p50, p99  time.Duration
 	cpu       []time.Duration // of each middle process, during the measured window
+	sys       []procCounts    // of each middle process, during the measured window
 }
 
 func (r round) rps() float64 {
@@ -129,7 +130,7 @@ func measureRound(ctx context.Context, p *trafficPath, conc int, warmup, window 
 			}
 		}()
 	}
-	out.elapsed, out.cpu = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
+	out.elapsed, out.cpu, out.sys = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
@@ -271,23 +272,29 @@ func currentRSS(c *child) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", c.pid())
 }
 
-// cpuWindow measures the CPU the middle processes spend from measureFrom until wait returns (the
-// load's workers are done), and how long that window was: the CPU per request of a path.
-func cpuWindow(ctx context.Context, middle []*child, measureFrom time.Time, wait func()) (time.Duration, []time.Duration) {
+// cpuWindow measures the CPU, system calls and context switches of the middle processes from
+// measureFrom until wait returns (the load's workers are done), and how long that window was:
+// the CPU per request of a path.
+func cpuWindow(ctx context.Context, middle []*child, measureFrom time.Time, wait func()) (time.Duration, []time.Duration, []procCounts) {
 	cpu0 := make([]time.Duration, len(middle))
+	sys0 := make([]procCounts, len(middle))
 	select {
 	case <-time.After(time.Until(measureFrom)):
 		for i, c := range middle {
 			cpu0[i], _ = c.cpu()
+			sys0[i], _ = c.counts()
 		}
 	case <-ctx.Done():
 	}
 	wait()
 	elapsed := time.Since(measureFrom)
 	cpu := make([]time.Duration, 0, len(middle))
+	sys := make([]procCounts, 0, len(middle))
 	for i, c := range middle {
 		cpu1, _ := c.cpu()
+		sys1, _ := c.counts()
 		cpu = append(cpu, cpu1-cpu0[i])
+		sys = append(sys, sys1.sub(sys0[i]))
 	}
-	return elapsed, cpu
+	return elapsed, cpu, sys
 }
