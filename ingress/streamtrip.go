@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"bufio"
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +44,14 @@ type streamTransport struct {
 	continueTimeout time.Duration
 	maxHeader       int64
 
-	mu   sync.Mutex
-	idle map[string][]*streamConn
-	lru  list.List // of *streamConn, the longest idle first
+	// The pool's idle streams, linked through the streams themselves so that returning a stream
+	// to the pool allocates nothing: by key, the most recently idle first (newer), and all of
+	// them from the longest idle (oldest) to the most recent (newest).
+	mu     sync.Mutex
+	idle   map[string]*streamConn
+	idleN  int
+	oldest *streamConn
+	newest *streamConn
 }
 
 func newStreamTransport() *streamTransport {
@@ -58,7 +62,7 @@ func newStreamTransport() *streamTransport {
 		watchAfter:      100 * time.Millisecond,
 		continueTimeout: time.Second,
 		maxHeader:       1 << 20,
-		idle:            make(map[string][]*streamConn),
+		idle:            make(map[string]*streamConn),
 	}
 }
 
@@ -73,7 +77,10 @@ type streamConn struct {
 	limit int64 // bytes the next reads may take: the header bound while headers are read
 	once  sync.Once
 
-	elem      *list.Element // in t.lru while idle, else nil
+	pooled    bool        // idle in the pool
+	sameKey   *streamConn // the next idle stream of the same key, idle longer
+	older     *streamConn // the pool's next stream idle longer, nil for the oldest
+	newer     *streamConn // the pool's next stream idle less long, nil for the newest
 	idleSince time.Time
 	timer     *time.Timer
 	watching  bool       // a watcher is reading the idle stream (watch)
@@ -195,6 +202,8 @@ type streamExchange struct {
 	ctx       context.Context
 	// responded is set once a final answer's headers are read.
 	responded atomic.Bool
+	// body is the answer's body (run), part of the exchange to save an allocation per request.
+	body streamBody
 }
 
 func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
@@ -248,7 +257,8 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 	if resp.Close {
 		x.reuse = false
 	}
-	body := &streamBody{x: x, body: resp.Body}
+	body := &x.body
+	body.x, body.body = x, resp.Body
 	if resp.Body == http.NoBody {
 		body.release(true)
 		return resp, nil

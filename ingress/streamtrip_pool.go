@@ -54,12 +54,11 @@ func (w streamWriter) ReadFrom(r io.Reader) (int64, error) {
 // take removes the most recently idle stream of key from the pool, nil if there is none.
 func (t *streamTransport) take(key string) *streamConn {
 	t.mu.Lock()
-	l := t.idle[key]
-	if len(l) == 0 {
+	sc := t.idle[key]
+	if sc == nil {
 		t.mu.Unlock()
 		return nil
 	}
-	sc := l[len(l)-1]
 	t.removeLocked(sc)
 	watching := sc.watching
 	if !watching {
@@ -89,20 +88,42 @@ func (sc *streamConn) fresh() bool { return sc.br.Buffered() == 0 }
 
 // removeLocked takes sc out of the pool. t.mu is held.
 func (t *streamTransport) removeLocked(sc *streamConn) {
-	l := t.idle[sc.key]
-	for i, x := range l {
-		if x == sc {
-			l = append(l[:i], l[i+1:]...)
-			break
+	// Its key's list: at most maxIdlePerKey long.
+	if head := t.idle[sc.key]; head == sc {
+		if sc.sameKey == nil {
+			delete(t.idle, sc.key)
+		} else {
+			t.idle[sc.key] = sc.sameKey
+		}
+	} else {
+		for p := head; p != nil; p = p.sameKey {
+			if p.sameKey == sc {
+				p.sameKey = sc.sameKey
+				break
+			}
 		}
 	}
-	if len(l) == 0 {
-		delete(t.idle, sc.key)
+	if sc.older != nil {
+		sc.older.newer = sc.newer
 	} else {
-		t.idle[sc.key] = l
+		t.oldest = sc.newer
 	}
-	t.lru.Remove(sc.elem)
-	sc.elem = nil
+	if sc.newer != nil {
+		sc.newer.older = sc.older
+	} else {
+		t.newest = sc.older
+	}
+	sc.sameKey, sc.older, sc.newer, sc.pooled = nil, nil, nil, false
+	t.idleN--
+}
+
+// idleOf counts the idle streams of key. t.mu is held.
+func (t *streamTransport) idleOf(key string) int {
+	n := 0
+	for p := t.idle[key]; p != nil; p = p.sameKey {
+		n++
+	}
+	return n
 }
 
 // put returns a stream whose exchange is complete to the pool, or closes it when the pool of
@@ -110,19 +131,28 @@ func (t *streamTransport) removeLocked(sc *streamConn) {
 func (t *streamTransport) put(sc *streamConn) {
 	sc.limit = math.MaxInt64
 	t.mu.Lock()
-	if len(t.idle[sc.key]) >= t.maxIdlePerKey {
+	if t.idleOf(sc.key) >= t.maxIdlePerKey {
 		t.mu.Unlock()
 		sc.close()
 		return
 	}
 	var evicted *streamConn
-	if t.lru.Len() >= t.maxIdle {
-		evicted = t.lru.Front().Value.(*streamConn)
+	if t.idleN >= t.maxIdle {
+		evicted = t.oldest
 		t.removeLocked(evicted)
 	}
 	sc.idleSince = time.Now()
-	sc.elem = t.lru.PushBack(sc)
-	t.idle[sc.key] = append(t.idle[sc.key], sc)
+	sc.pooled = true
+	sc.older, sc.newer = t.newest, nil
+	if t.newest != nil {
+		t.newest.newer = sc
+	} else {
+		t.oldest = sc
+	}
+	t.newest = sc
+	sc.sameKey = t.idle[sc.key]
+	t.idle[sc.key] = sc
+	t.idleN++
 	if sc.timer == nil {
 		sc.timer = time.AfterFunc(t.watchAfter, sc.watch)
 	} else {
@@ -142,7 +172,7 @@ func (t *streamTransport) put(sc *streamConn) {
 func (sc *streamConn) watch() {
 	t := sc.t
 	t.mu.Lock()
-	if sc.elem == nil || sc.watching {
+	if !sc.pooled || sc.watching {
 		t.mu.Unlock()
 		return
 	}
@@ -154,7 +184,7 @@ func (sc *streamConn) watch() {
 		err = errors.New("ingress: the agent sent data on an idle stream")
 	}
 	t.mu.Lock()
-	if sc.elem != nil { // closed, written to, or idle for idleTimeout: not taken
+	if sc.pooled { // closed, written to, or idle for idleTimeout: not taken
 		t.removeLocked(sc)
 		t.mu.Unlock()
 		sc.close()
@@ -168,8 +198,8 @@ func (sc *streamConn) watch() {
 func (t *streamTransport) CloseIdleConnections() {
 	t.mu.Lock()
 	var all []*streamConn
-	for e := t.lru.Front(); e != nil; e = e.Next() {
-		all = append(all, e.Value.(*streamConn))
+	for sc := t.oldest; sc != nil; sc = sc.newer {
+		all = append(all, sc)
 	}
 	for _, sc := range all {
 		t.removeLocked(sc)
