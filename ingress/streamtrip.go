@@ -74,7 +74,8 @@ type streamConn struct {
 	c     net.Conn
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	limit int64 // bytes the next reads may take: the header bound while headers are read
+	sw    *streamWriter // what bw writes to
+	limit int64         // bytes the next reads may take: the header bound while headers are read
 	once  sync.Once
 
 	pooled    bool        // idle in the pool
@@ -267,21 +268,29 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// write writes the request and flushes it.
+// write writes the request and flushes it. The head of a request with a body goes with the
+// body's first bytes (streamWriter), unless the body waits for 100-continue.
 func (x *streamExchange) write() error {
 	req := x.req
+	sw := x.sc.sw
 	if x.continued != nil {
 		body := req.Body
 		out := *req
 		out.Body = &continueBody{x: x, continued: x.continued, body: body}
 		req = &out
+	} else {
+		sw.hold = req.Body != nil && req.Body != http.NoBody
 	}
-	if err := req.Write(x.sc.bw); err != nil {
-		x.sc.bw.Reset(x.sc.c)
-		return err
+	err := req.Write(x.sc.bw)
+	if err == nil {
+		err = x.sc.bw.Flush()
 	}
-	if err := x.sc.bw.Flush(); err != nil {
-		x.sc.bw.Reset(x.sc.c)
+	if err == nil {
+		err = sw.release()
+	}
+	if err != nil {
+		sw.drop()
+		x.sc.bw.Reset(sw)
 		return err
 	}
 	return nil

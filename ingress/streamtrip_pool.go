@@ -32,7 +32,8 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 	}
 	sc = &streamConn{t: t, key: key, c: c, watched: make(chan error, 1)}
 	sc.br = bufio.NewReaderSize(sc, 4<<10)
-	sc.bw = bufio.NewWriterSize(streamWriter{c}, 4<<10)
+	sc.sw = &streamWriter{c: c}
+	sc.bw = bufio.NewWriterSize(sc.sw, 4<<10)
 	return sc, false, nil
 }
 
@@ -41,14 +42,93 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 // arrives, piece by piece as net/http's Transport does, instead of holding it in 4 KiB
 // pieces: an upload in progress reaches the agent as it is made. (A chunked body is flushed
 // after every chunk by Request.Write itself.)
-type streamWriter struct{ c net.Conn }
+//
+// The head of a request with a body is held back (hold) until the body's first bytes, and
+// written with them: one frame to the agent where the head and the body were two, each a TLS
+// record and a system call on both sides, and for the agent a read, a window credit and often
+// a write to its upstream more. Nothing else waits: the body's first bytes are sent as soon as
+// a read of the client's body returns them, as before. A request that waits for 100-continue
+// is not held (its body comes only after the agent's answer to the head).
+type streamWriter struct {
+	c net.Conn
+	// hold: keep the next Write (the request's head) until the body's first bytes.
+	hold bool
+	// held is a buffer of the copy pool holding n bytes of head, nil when nothing is held.
+	held []byte
+	n    int
+}
 
-func (w streamWriter) Write(p []byte) (int, error) { return w.c.Write(p) }
+// maxHeldHead is the largest head held for its body: the rest of a copy buffer is room for the
+// body's first bytes.
+const maxHeldHead = 8 << 10
 
-func (w streamWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf := copyBuffers{}.Get()
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if w.held == nil {
+		if !w.hold || len(p) > maxHeldHead {
+			return w.c.Write(p)
+		}
+		w.hold = false
+		w.held = copyBuffers{}.Get()
+		w.n = copy(w.held, p)
+		return len(p), nil
+	}
+	if w.n+len(p) <= len(w.held) {
+		w.n += copy(w.held[w.n:], p)
+		return len(p), w.release()
+	}
+	if err := w.release(); err != nil {
+		return 0, err
+	}
+	return w.c.Write(p)
+}
+
+func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := w.held
+	var sent int64
+	if buf != nil {
+		// The body's first bytes after the held head, in one write.
+		w.held = nil
+		k, err := r.Read(buf[w.n:])
+		if _, werr := w.c.Write(buf[:w.n+k]); werr != nil {
+			copyBuffers{}.Put(buf)
+			return 0, werr
+		}
+		sent = int64(k)
+		if err != nil {
+			copyBuffers{}.Put(buf)
+			if err == io.EOF {
+				err = nil
+			}
+			return sent, err
+		}
+	} else {
+		buf = copyBuffers{}.Get()
+	}
 	defer copyBuffers{}.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
+	k, err := io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
+	return sent + k, err
+}
+
+// release writes a held head (a body that never came: the request's write is over).
+func (w *streamWriter) release() error {
+	w.hold = false
+	if w.held == nil {
+		return nil
+	}
+	buf := w.held
+	w.held = nil
+	_, err := w.c.Write(buf[:w.n])
+	copyBuffers{}.Put(buf)
+	return err
+}
+
+// drop forgets a held head (the request's write failed: the stream is closed).
+func (w *streamWriter) drop() {
+	w.hold = false
+	if w.held != nil {
+		copyBuffers{}.Put(w.held)
+		w.held = nil
+	}
 }
 
 // take removes the most recently idle stream of key from the pool, nil if there is none.
