@@ -131,6 +131,41 @@ func (c *child) cpu() (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
+// events counts the process's system calls that move bytes (read and write kinds, from
+// /proc/<pid>/io) and the context switches of its threads (voluntary and not, from each
+// thread's status): on a machine shared with other work these per-MB counts hold steadier than
+// its CPU time, and they say where the time goes (a wake-up costs more than the bytes it
+// carries on loopback).
+func (c *child) events() (syscalls, switches int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", c.pid()))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok && (k == "syscr" || k == "syscw") {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			syscalls += n
+		}
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", c.pid()))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", c.pid(), t.Name()))
+		if err != nil {
+			continue // a thread that has just exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				switches += n
+			}
+		}
+	}
+	return syscalls, switches, nil
+}
+
 // resetPeak sets the process's peak RSS (VmHWM) to its current RSS, so that the peak read after
 // a scenario is the scenario's own.
 func (c *child) resetPeak() error {
