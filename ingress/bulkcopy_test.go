@@ -46,8 +46,8 @@ func TestBulkCopiesShares(t *testing.T) {
 
 // TestBulkCopyAnswers: through the proxy, an answer declaring at least bulkCopyMin bytes is
 // copied with a large buffer lent to its account (A's and B's at once, each counted to its own
-// account), its bytes intact, and the buffer is given back when the answer ends; a smaller
-// answer and one of unknown length borrow none.
+// account), its bytes intact, and the buffer is given back when the answer ends, or when its
+// client leaves in the middle; a smaller answer and one of unknown length borrow none.
 func TestBulkCopyAnswers(t *testing.T) {
 	const size = 3 << 20
 	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
@@ -63,6 +63,11 @@ func TestBulkCopyAnswers(t *testing.T) {
 				_, _ = w.Write(body[:bulkCopyMin-1])
 			case "/unknown":
 				_, _ = w.Write(body) // no Content-Length: chunked
+			case "/leave":
+				w.Header().Set("Content-Length", strconv.Itoa(size))
+				_, _ = w.Write(body[:size/2])
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // until edgeplane closes the stream of the client that left
 			default:
 				w.Header().Set("Content-Length", strconv.Itoa(size))
 				_, _ = w.Write(body[:size/2])
@@ -114,6 +119,22 @@ func TestBulkCopyAnswers(t *testing.T) {
 		}
 	}
 	waitFor(t, "the large buffers to be given back", func() bool { all, _ := bulk.inUse("acct_a"); return all == 0 })
+
+	// A client that leaves in the middle of a large answer gives its buffer back too.
+	leaver := w.dial(t)
+	fmt.Fprintf(leaver.c, "GET /leave HTTP/1.1\r\nHost: b.example.com\r\n\r\n")
+	resp, err := http.ReadResponse(leaver.br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ofB := bulk.inUse("acct_b"); ofB != 1 {
+		t.Fatalf("B's answer to the client about to leave holds %d large buffers, want 1", ofB)
+	}
+	leaver.c.Close()
+	waitFor(t, "the leaving client's buffer to be given back", func() bool { all, _ := bulk.inUse("acct_b"); return all == 0 })
 
 	// Answers below the bound, and of unknown length, are copied with the small buffer.
 	pc := w.dial(t)
