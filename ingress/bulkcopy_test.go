@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
+
+	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/plan"
 )
 
 // TestBulkCopiesShares: the large buffers are lent within the server's bound and each
@@ -153,3 +157,63 @@ func TestBulkCopyAnswers(t *testing.T) {
 // bulkTaken counts the large buffers lent since the server started, so a test sees a lend even
 // after the buffer was given back.
 func bulkTaken(b *bulkCopies) int64 { return b.taken.Load() }
+
+// TestBulkCopyEdgeAccounts: a large answer through an HTTPS edge route borrows its large buffer
+// in the name of the edge's account: A's edge's download counts against A's share, B's against
+// B's, each while its body is being copied.
+func TestBulkCopyEdgeAccounts(t *testing.T) {
+	const size = 2 << 20
+	upstream := serveUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		_, _ = w.Write(make([]byte, size))
+	}))
+	s := New(Config{OutboundAllowPrivate: true})
+	defer s.Close()
+	account := func(id, host string) *plan.Account {
+		route := &ep.HTTPSEdgeRoute{Meta: ep.Meta{ID: "edghtsrt_" + id}, MatchType: ep.MatchPathPrefix, Match: "/",
+			Backend: &ep.EndpointBackend{Enabled: true, Backend: ep.NewRef("bkdst_" + id)}}
+		snap := &plan.Snapshot{Account: id,
+			HTTPSEdges: []*ep.HTTPSEdge{{Edge: ep.Edge{Meta: ep.Meta{ID: "edghts_" + id}, Hostports: []string{host + ":443"}},
+				Routes: []*ep.HTTPSEdgeRoute{route}}},
+			Backends: map[string]ep.Document{"bkdst_" + id: &ep.StaticBackend{Meta: ep.Meta{ID: "bkdst_" + id}, Address: upstream}}}
+		return plan.NewLive().Build(snap, s.EdgeHandler())
+	}
+	pl := plan.Merge(map[string]*plan.Account{"acct_a": account("acct_a", "a.example.test"),
+		"acct_b": account("acct_b", "b.example.test")})
+	for _, c := range []struct{ host, account, other string }{
+		{"a.example.test", "acct_a", "acct_b"}, {"b.example.test", "acct_b", "acct_a"},
+	} {
+		e := pl.HTTPS(c.host)
+		if e == nil {
+			t.Fatalf("%s is not in the plan", c.host)
+		}
+		rec := &lendWatcher{ResponseRecorder: httptest.NewRecorder(), bulk: s.proxy.bulk, account: c.account, other: c.other}
+		r := httptest.NewRequest(http.MethodGet, "https://"+c.host+"/file", nil)
+		s.proxy.serveEdge(rec, r, e, nil)
+		if rec.Code != 200 || rec.Body.Len() != size {
+			t.Fatalf("%s: %d, %d bytes", c.host, rec.Code, rec.Body.Len())
+		}
+		if rec.own != 1 || rec.others != 0 {
+			t.Errorf("%s: while copying, %d large buffers were lent to %s and %d to %s; want 1 and 0", c.host, rec.own, c.account, rec.others, c.other)
+		}
+	}
+}
+
+// lendWatcher records, at the first write of an answer's body, how many large buffers are lent
+// to the account serving it and to the other one.
+type lendWatcher struct {
+	*httptest.ResponseRecorder
+	bulk           *bulkCopies
+	account, other string
+	seen           bool
+	own, others    int
+}
+
+func (l *lendWatcher) Write(p []byte) (int, error) {
+	if !l.seen {
+		l.seen = true
+		_, l.own = l.bulk.inUse(l.account)
+		_, l.others = l.bulk.inUse(l.other)
+	}
+	return l.ResponseRecorder.Write(p)
+}
