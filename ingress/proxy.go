@@ -25,10 +25,11 @@ import (
 // alive and reused, but only for the public connection that opened them: the stream's header
 // names one client address, so a stream is never shared between clients.
 type proxy struct {
-	s  *Server
-	rp *httputil.ReverseProxy
-	tr *http.Transport  // static backends: connections of net/http's Transport
-	st *streamTransport // agents: synchronous exchanges on proxy streams
+	s    *Server
+	rp   *httputil.ReverseProxy
+	tr   *http.Transport  // static backends: connections of net/http's Transport
+	st   *streamTransport // agents: synchronous exchanges on proxy streams
+	bulk *bulkCopies      // the large buffers large answers are copied with
 }
 
 type ctxKey int
@@ -91,6 +92,11 @@ type dialInfo struct {
 	once bool
 	// static: the target is a static backend, carried by net/http's Transport.
 	static bool
+	// rp is the proxy's ReverseProxy for this request alone, lending copies' buffers: its
+	// BufferPool cannot otherwise know the answer whose body it copies (bulkcopy.go). Both are
+	// part of this allocation, made for every request anyway.
+	rp     httputil.ReverseProxy
+	copies copyPool
 }
 
 // Drainer is what an Endpoint of another replica that is draining after a handover also has:
@@ -109,7 +115,7 @@ func draining(ep Endpoint) bool {
 }
 
 func newProxy(s *Server) *proxy {
-	p := &proxy{s: s, st: newStreamTransport()}
+	p := &proxy{s: s, st: newStreamTransport(), bulk: newBulkCopies()}
 	p.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			info, _ := ctx.Value(dialKey).(*dialInfo)
@@ -155,11 +161,20 @@ func (copyBuffers) Put(b []byte) {
 // RoundTrip carries a request to its target: an agent's over a proxy stream (streamTransport),
 // a static backend's through net/http's Transport, whose connections to servers on the
 // network it keeps as before.
+// The answer's declared length decides the buffer its body is copied with (bulkcopy.go).
 func (p *proxy) RoundTrip(r *http.Request) (*http.Response, error) {
-	if info, _ := r.Context().Value(dialKey).(*dialInfo); info != nil && info.static {
-		return p.tr.RoundTrip(r)
+	info, _ := r.Context().Value(dialKey).(*dialInfo)
+	var resp *http.Response
+	var err error
+	if info != nil && info.static {
+		resp, err = p.tr.RoundTrip(r)
+	} else {
+		resp, err = p.st.RoundTrip(r)
 	}
-	return p.st.RoundTrip(r)
+	if err == nil && info != nil {
+		info.copies.sawAnswer(resp)
+	}
+	return resp, err
 }
 
 func (p *proxy) close() {
@@ -249,7 +264,7 @@ func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
 		if enforce.CarryRaw(r, dial) {
 			return // websocket_tcp_converter: the websocket was carried as a raw stream
 		}
-		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep)})
+		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep), account: ep.AccountID()})
 	})
 }
 
@@ -261,10 +276,13 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 	if c := enforce.ConnOf(r.Context()); c != nil {
 		connID = c.ID
 	}
-	ctx := &dialContext{Context: r.Context(), info: dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static}}
+	ctx := &dialContext{Context: r.Context(), info: dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static,
+		rp: *p.rp, copies: copyPool{copies: p.bulk, account: t.account}}}
+	info := &ctx.info
+	info.rp.BufferPool = &info.copies
 	r = r.WithContext(ctx)
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
-	p.rp.ServeHTTP(w, r)
+	info.rp.ServeHTTP(w, r)
 }
 
 // dialContext is a request's context carrying its dialInfo under dialKey, as context.WithValue

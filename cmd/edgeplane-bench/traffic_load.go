@@ -161,6 +161,9 @@ type transfer struct {
 	// cpu is the CPU time the path's middle processes spent during the transfer (the frp pairs
 	// only): the steadiest figure of a transfer on a busy machine.
 	cpu time.Duration
+	// syscalls and switches are the middle processes' system calls and context switches during
+	// the transfer (the frp pairs only; child.events).
+	syscalls, switches int64
 }
 
 // cpuPerMB is the middle processes' CPU time per MB moved, in microseconds (0 when not known).
@@ -169,6 +172,14 @@ func (t transfer) cpuPerMB() float64 {
 		return 0
 	}
 	return float64(t.cpu.Microseconds()) / (float64(t.bytes) / 1e6)
+}
+
+// perMB is n per MB moved (0 when not known).
+func (t transfer) perMB(n int64) float64 {
+	if t.err != nil || t.bytes <= 0 {
+		return 0
+	}
+	return float64(n) / (float64(t.bytes) / 1e6)
 }
 
 func (t transfer) mbps() float64 {

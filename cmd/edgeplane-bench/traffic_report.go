@@ -141,15 +141,17 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintln(&w)
 	}
 	if len(b.frpPairs) > 0 {
-		fmt.Fprintf(&w, "## 256 MiB downloads, http endpoint against frp (%d back-to-back pairs)\n\n| pair | %s MB/s | %s MB/s | ratio | CPU µs/MB, edgeplane + agent | CPU µs/MB, frps + frpc |\n|--:|--:|--:|--:|--:|--:|\n", len(b.frpPairs), pathHTTPEndpoint, pathFrp)
+		fmt.Fprintf(&w, "## 256 MiB downloads, http endpoint against frp (%d back-to-back pairs)\n\n| pair | %s MB/s | %s MB/s | ratio | CPU µs/MB, edgeplane + agent | CPU µs/MB, frps + frpc | system calls / switches per MB, edgeplane + agent | the same, frps + frpc |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n", len(b.frpPairs), pathHTTPEndpoint, pathFrp)
 		for i, p := range b.frpPairs {
 			ratio := "—"
 			if p[0].err == nil && p[1].err == nil && p[1].mbps() > 0 {
 				ratio = fmt.Sprintf("%.2f×", p[0].mbps()/p[1].mbps())
 			}
-			fmt.Fprintf(&w, "| %d | %.0f | %.0f | %s | %.0f | %.0f |\n", i+1, p[0].mbps(), p[1].mbps(), ratio, p[0].cpuPerMB(), p[1].cpuPerMB())
+			fmt.Fprintf(&w, "| %d | %.0f | %.0f | %s | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f |\n", i+1, p[0].mbps(), p[1].mbps(), ratio, p[0].cpuPerMB(), p[1].cpuPerMB(),
+				p[0].perMB(p[0].syscalls), p[0].perMB(p[0].switches), p[1].perMB(p[1].syscalls), p[1].perMB(p[1].switches))
 		}
-		fmt.Fprintln(&w, "\nCPU µs/MB is the CPU time (user + system) of the two processes between client and upstream during the download, per MB moved.")
+		fmt.Fprintln(&w, "\nCPU µs/MB is the CPU time (user + system) of the two processes between client and upstream during the download, per MB moved;"+
+			" system calls are those that read or write (/proc/<pid>/io), switches the context switches of all their threads, both per MB.")
 		fmt.Fprintln(&w)
 	}
 	b.extraReport(&w)
