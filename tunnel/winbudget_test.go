@@ -1,0 +1,228 @@
+package tunnel
+
+import (
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.ngrok.com/muxado/v2/frame"
+)
+
+// TestWindowBudgetShares: an account alone may hold half the budget, two accounts a third each,
+// and one above its share after another started holding is told its excess; an account's
+// entry goes when it holds nothing, and the peaks are kept.
+func TestWindowBudgetShares(t *testing.T) {
+	const limit = 12 << 20
+	b := NewWindowBudget(limit)
+	if got := b.reserve("A", limit); got != limit/2 {
+		t.Fatalf("account A alone took %d, want half the budget (%d)", got, limit/2)
+	}
+	if got := b.reserve("A", 1); got != 0 {
+		t.Fatalf("account A at its share took %d more", got)
+	}
+	if over := b.over("A"); over != 0 {
+		t.Fatalf("account A alone at its share: %d over", over)
+	}
+	if got := b.reserve("B", limit); got != limit/3 {
+		t.Fatalf("account B beside A took %d, want a third (%d)", got, limit/3)
+	}
+	if over := b.over("A"); over != limit/2-limit/3 {
+		t.Fatalf("account A with B holding: %d over, want %d", over, limit/2-limit/3)
+	}
+	if got := b.reserve("C", limit); got != limit-limit/2-limit/3 {
+		t.Fatalf("account C took %d, want what is left (%d)", got, limit-limit/2-limit/3)
+	}
+	if got := b.reserve("", 0); got != 0 {
+		t.Fatalf("a reservation of nothing took %d", got)
+	}
+	b.release("A", limit/2)
+	b.release("B", limit/3)
+	if st := b.Stats(); st.Used != limit-limit/2-limit/3 || st.Accounts != 1 || st.Peak != limit || st.PeakAccount != limit/2 {
+		t.Fatalf("after A and B returned theirs: %+v", st)
+	}
+	b.release("C", limit-limit/2-limit/3)
+	if st := b.Stats(); st.Used != 0 || st.Accounts != 0 {
+		t.Fatalf("after every account returned its bytes: %+v", st)
+	}
+	if got := NewWindowBudget(0).reserve("A", 1<<20); got != 0 {
+		t.Fatalf("a budget of 0 gave %d", got)
+	}
+	var none *WindowBudget
+	if none.reserve("A", 1) != 0 || none.over("A") != 0 {
+		t.Fatal("a nil budget gave bytes")
+	}
+	none.release("A", 1)
+}
+
+// downloadUntil has the agent write on peer as fast as edgeplane takes it until stop is closed.
+func downloadUntil(peer io.WriteCloser, stop <-chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-stop:
+			peer.Close()
+			return
+		default:
+		}
+		if _, err := peer.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// TestProxyWindowAccountShare: account B's three fast downloads want more than the whole budget;
+// they take only B's share (half, alone), so account A's download, started while B's run, still
+// grows its window out of the room left, up to its own share. With the budget first come first
+// served, B's streams took all of it and A's window stayed at 256 KiB.
+func TestProxyWindowAccountShare(t *testing.T) {
+	const limit = 2 << 20
+	budget := NewWindowBudget(limit)
+	pause, stop := fastDownloads(t, newWideSessionAs(t, "B", budget, true, nil), 3)
+	defer func() { stop(); waitBudget(t, budget, 0) }()
+	// Give B's streams time to take more than their share if they could (with the budget first
+	// come first served they take all of it), then, at a moment B holds at least its share,
+	// B's clients stop reading, which keeps what B's streams hold as it is.
+	for more := time.Now().Add(3 * time.Second); time.Now().Before(more) && budget.heldBy("B") < limit-agentWindow; {
+		time.Sleep(100 * time.Microsecond)
+	}
+	waitHeld(t, budget, "B", limit/2)
+	pause()
+	heldB := budget.heldBy("B")
+
+	a := newWideSessionAs(t, "A", budget, true, nil)
+	stA, peerA, idA := a.open(t)
+	want := download(peerA, 32<<20)
+	mostA := pollHeld(budget, "A")
+	if got := readAll(t, stA, 0); got != <-want {
+		t.Fatal("account A's download's digest differs")
+	}
+	heldA := mostA()
+	stA.Close()
+	t.Logf("account B held %d, account A at most %d, its window peaked at %d; budget %+v", heldB, heldA, a.meter.peakOf(idA), budget.Stats())
+	if heldA < limit/4 {
+		t.Errorf("account A's fast download beside B's held at most %d of the budget, want at least %d (its share is %d)", heldA, limit/4, limit/3)
+	}
+	if peak := a.meter.peakOf(idA); peak <= agentWindow {
+		t.Errorf("account A's fast download beside B's: its window never grew past %d", peak)
+	}
+	if st := budget.Stats(); st.Peak > limit || st.PeakAccount > limit/2 {
+		t.Errorf("the budget of %d held %d at most, one account %d (its share alone is %d)", limit, st.Peak, st.PeakAccount, limit/2)
+	}
+}
+
+// TestProxyWindowAccountAboveItsShareShrinks: a stream of account B holding B's share alone
+// (half the budget) in a steady download; once another account holds some, B's share is a
+// third, and as B's client reads, its stream's hold comes down to that third and stays there,
+// while the stream keeps getting credit. Without the cut B kept its half as long as its stream
+// ran, leaving a third account less than its share.
+func TestProxyWindowAccountAboveItsShareShrinks(t *testing.T) {
+	const limit = 2 << 20
+	budget := NewWindowBudget(limit)
+	g := newStreamGuard()
+	g.wide, g.budget = true, budget
+	g.shareAs("B")
+	const id = frame.StreamId(2)
+	syn := new(frame.Data)
+	if err := syn.Pack(id, []byte{0}, false, true); err != nil {
+		t.Fatal(err)
+	}
+	g.wroteWide(syn)
+	// The stream as a fast download left it: a window of 256 KiB plus B's share, granted ahead
+	// of what edgeplane read, all of it sent by the agent.
+	e := g.wins[id]
+	e.charged = budget.reserve("B", limit)
+	e.w = agentWindow + uint64(e.charged)
+	e.granted = e.read + e.w
+	e.recv = e.granted
+	if e.charged != limit/2 {
+		t.Fatalf("account B alone reserved %d, want %d", e.charged, limit/2)
+	}
+	if got := budget.reserve("C", 1); got != 1 { // another account's stream growing
+		t.Fatalf("account C took %d", got)
+	}
+	// The client reads 4 MiB in 16 KiB reads; the agent sends whatever credit it gets.
+	var credit uint64
+	for range 256 {
+		wnd := new(frame.WndInc)
+		if err := wnd.Pack(id, 16<<10); err != nil {
+			t.Fatal(err)
+		}
+		if out, ok := g.wroteWide(wnd).(*frame.WndInc); ok && out != nil {
+			credit += uint64(out.WindowIncrement())
+		}
+		g.mu.Lock()
+		e.recv = e.granted
+		g.mu.Unlock()
+	}
+	if held := budget.heldBy("B"); held > limit/3 {
+		t.Errorf("account B holds %d after its client read 4 MiB beside another account, above its share of %d", held, limit/3)
+	}
+	if credit < 3<<20 {
+		t.Errorf("the stream got %d bytes of credit for 4 MiB read: it stalled", credit)
+	}
+}
+
+// fastDownloads opens n streams on ws, each carrying a download as fast as edgeplane reads it:
+// after pause, edgeplane's side stops reading (the public clients stall); after stop, the
+// downloads end.
+func fastDownloads(t *testing.T, ws *wideSession, n int) (pause, stop func()) {
+	paused, done := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		st, peer, _ := ws.open(t)
+		go downloadUntil(peer, done)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer st.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				select {
+				case <-paused:
+					<-done
+					_, _ = io.Copy(io.Discard, st)
+					return
+				default:
+				}
+				if _, err := st.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(paused) }) }, func() { once.Do(func() { close(paused) }); close(done); wg.Wait() }
+}
+
+// waitHeld waits for account to hold at least n of the budget.
+func waitHeld(t *testing.T, b *WindowBudget, account string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for b.heldBy(account) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("account %s's fast downloads never held %d: %+v", account, n, b.Stats())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// pollHeld records the most account holds until the returned function is called, which
+// returns it.
+func pollHeld(b *WindowBudget, account string) func() int64 {
+	stop := make(chan struct{})
+	out := make(chan int64, 1)
+	go func() {
+		var most int64
+		for {
+			most = max(most, b.heldBy(account))
+			select {
+			case <-stop:
+				out <- most
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 { close(stop); return <-out }
+}
