@@ -129,31 +129,34 @@ func TestProxyWindowAccountAboveItsShareShrinks(t *testing.T) {
 	}
 	g.wroteWide(syn)
 	// The stream as a fast download left it: a window of 256 KiB plus B's share, granted ahead
-	// of what edgeplane read, all of it sent by the agent.
+	// of what edgeplane read, its client keeping up.
 	e := g.wins[id]
 	e.charged = budget.reserve("B", limit)
 	e.w = agentWindow + uint64(e.charged)
 	e.granted = e.read + e.w
-	e.recv = e.granted
 	if e.charged != limit/2 {
 		t.Fatalf("account B alone reserved %d, want %d", e.charged, limit/2)
 	}
 	if got := budget.reserve("C", 1); got != 1 { // another account's stream growing
 		t.Fatalf("account C took %d", got)
 	}
-	// The client reads 4 MiB in 16 KiB reads; the agent sends whatever credit it gets.
+	// The agent sends 4 MiB in frames of 16 KiB, the client reading each as it comes.
 	var credit uint64
+	chunk := make([]byte, 16<<10)
 	for range 256 {
-		wnd := new(frame.WndInc)
-		if err := wnd.Pack(id, 16<<10); err != nil {
+		data, wnd := new(frame.Data), new(frame.WndInc)
+		if err := data.Pack(id, chunk, false, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.readWide(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := wnd.Pack(id, uint32(len(chunk))); err != nil {
 			t.Fatal(err)
 		}
 		if out, ok := g.wroteWide(wnd).(*frame.WndInc); ok && out != nil {
 			credit += uint64(out.WindowIncrement())
 		}
-		g.mu.Lock()
-		e.recv = e.granted
-		g.mu.Unlock()
 	}
 	if held := budget.heldBy("B"); held > limit/3 {
 		t.Errorf("account B holds %d after its client read 4 MiB beside another account, above its share of %d", held, limit/3)

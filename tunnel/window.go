@@ -77,9 +77,13 @@ type proxyWin struct {
 	periodRecv    uint64
 	periodStarved bool
 	charged       int64 // bytes reserved from the budget
-	finIn         bool
-	finOut        bool
-	send          sendWindow
+	// peakUnread is the most the stream's muxado buffer ever held unread (recv - read). The
+	// buffer keeps the capacity it grew to until the stream closes, also while the stream waits
+	// idle for its public connection's next request, so the stream stays charged for it.
+	peakUnread uint64
+	finIn      bool
+	finOut     bool
+	send       sendWindow
 }
 
 // sendWindow is the agent's window for edgeplane's writes on one stream: agentWindow at the
@@ -174,6 +178,7 @@ func (g *streamGuard) readWide(f frame.Frame) error {
 		if e.recv > e.granted {
 			return g.fail(muxado.FlowControlError, "stream %d overran the %d-byte window edgeplane granted", id, e.granted)
 		}
+		e.peakUnread = max(e.peakUnread, e.recv-e.read)
 		g.received(e, uint64(f.Length()))
 		if f.Flags().IsSet(frame.FlagDataFin) {
 			e.finIn = true
@@ -292,10 +297,11 @@ func (g *streamGuard) round(e *proxyWin, unread, inflight uint64) {
 	e.reads, e.drained = 0, 0
 }
 
-// settle returns the budget a stream holds beyond what it may still come to hold: its granted
-// credit not yet read, less agentWindow; mu is held.
+// settle returns the budget a stream holds beyond what it may still come to hold (its granted
+// credit not yet read) and beyond what its buffer has held (the capacity muxado's buffer keeps
+// until the stream closes), less agentWindow; mu is held.
 func (g *streamGuard) settle(e *proxyWin) {
-	need := max(int64(e.granted-e.read)-agentWindow, 0)
+	need := max(int64(max(e.granted-e.read, e.peakUnread))-agentWindow, 0)
 	if e.charged > need {
 		g.budget.release(g.account, e.charged-need)
 		e.charged = need
