@@ -119,21 +119,7 @@ func TestProxyWindowAccountShare(t *testing.T) {
 func TestProxyWindowAccountAboveItsShareShrinks(t *testing.T) {
 	const limit = 2 << 20
 	budget := NewWindowBudget(limit)
-	g := newStreamGuard()
-	g.wide, g.budget = true, budget
-	g.shareAs("B")
-	const id = frame.StreamId(2)
-	syn := new(frame.Data)
-	if err := syn.Pack(id, []byte{0}, false, true); err != nil {
-		t.Fatal(err)
-	}
-	g.wroteWide(syn)
-	// The stream as a fast download left it: a window of 256 KiB plus B's share, granted ahead
-	// of what edgeplane read, its client keeping up.
-	e := g.wins[id]
-	e.charged = budget.reserve("B", limit)
-	e.w = agentWindow + uint64(e.charged)
-	e.granted = e.read + e.w
+	g, e := grownStream(t, budget, "B", limit)
 	if e.charged != limit/2 {
 		t.Fatalf("account B alone reserved %d, want %d", e.charged, limit/2)
 	}
@@ -142,21 +128,9 @@ func TestProxyWindowAccountAboveItsShareShrinks(t *testing.T) {
 	}
 	// The agent sends 4 MiB in frames of 16 KiB, the client reading each as it comes.
 	var credit uint64
-	chunk := make([]byte, 16<<10)
 	for range 256 {
-		data, wnd := new(frame.Data), new(frame.WndInc)
-		if err := data.Pack(id, chunk, false, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.readWide(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := wnd.Pack(id, uint32(len(chunk))); err != nil {
-			t.Fatal(err)
-		}
-		if out, ok := g.wroteWide(wnd).(*frame.WndInc); ok && out != nil {
-			credit += uint64(out.WindowIncrement())
-		}
+		agentSends(t, g, 16<<10)
+		credit += clientReads(t, g, 16<<10)
 	}
 	if held := budget.heldBy("B"); held > limit/3 {
 		t.Errorf("account B holds %d after its client read 4 MiB beside another account, above its share of %d", held, limit/3)
@@ -164,6 +138,88 @@ func TestProxyWindowAccountAboveItsShareShrinks(t *testing.T) {
 	if credit < 3<<20 {
 		t.Errorf("the stream got %d bytes of credit for 4 MiB read: it stalled", credit)
 	}
+}
+
+// TestProxyWindowChargedForItsBuffersPeak: a grown stream whose client stalled while the agent
+// sent its whole window, and whose window then shrank (its account came above its share), stays
+// charged for what its buffer held until it closes, however much its client reads after: muxado's
+// buffer keeps that capacity. Once closed, it returns everything.
+func TestProxyWindowChargedForItsBuffersPeak(t *testing.T) {
+	const limit = 2 << 20
+	budget := NewWindowBudget(limit)
+	g, e := grownStream(t, budget, "B", limit)
+	held := int64(e.w) // the agent sends all its credit; the client reads none of it
+	for sent := int64(0); sent < held; sent += 16 << 10 {
+		agentSends(t, g, 16<<10)
+	}
+	if got := budget.reserve("C", 1); got != 1 {
+		t.Fatalf("account C took %d", got)
+	}
+	for read := int64(0); read < held; read += 16 << 10 { // the response ends: nothing more comes
+		clientReads(t, g, 16<<10)
+	}
+	if got, want := budget.heldBy("B"), held-agentWindow; got != want {
+		t.Errorf("account B's drained stream holds %d of the budget, want %d (its buffer held %d)", got, want, held)
+	}
+	rst := new(frame.Rst)
+	if err := rst.Pack(grownID, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.wroteWide(rst)
+	if got := budget.heldBy("B"); got != 0 {
+		t.Errorf("account B's closed stream holds %d of the budget", got)
+	}
+}
+
+// grownID is the stream grownStream opens.
+const grownID = frame.StreamId(2)
+
+// grownStream is a guard of account's session with one stream edgeplane opened, as a fast
+// download left it: its window 256 KiB plus what the budget gave it of want, granted ahead of
+// what edgeplane read, every byte the agent sent read.
+func grownStream(t *testing.T, budget *WindowBudget, account string, want int64) (*streamGuard, *proxyWin) {
+	t.Helper()
+	g := newStreamGuard()
+	g.wide, g.budget = true, budget
+	g.shareAs(account)
+	syn := new(frame.Data)
+	if err := syn.Pack(grownID, []byte{0}, false, true); err != nil {
+		t.Fatal(err)
+	}
+	g.wroteWide(syn)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.wins[grownID]
+	e.charged = budget.reserve(account, want)
+	e.w = agentWindow + uint64(e.charged)
+	e.granted = e.read + e.w
+	return g, e
+}
+
+// agentSends has the agent send n bytes on grownID.
+func agentSends(t *testing.T, g *streamGuard, n int) {
+	t.Helper()
+	data := new(frame.Data)
+	if err := data.Pack(grownID, make([]byte, n), false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.readWide(data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientReads has edgeplane's side read n bytes of grownID (muxado's credit for them) and
+// returns the credit the guard sends the agent.
+func clientReads(t *testing.T, g *streamGuard, n int) uint64 {
+	t.Helper()
+	wnd := new(frame.WndInc)
+	if err := wnd.Pack(grownID, uint32(n)); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := g.wroteWide(wnd).(*frame.WndInc); ok && out != nil {
+		return uint64(out.WindowIncrement())
+	}
+	return 0
 }
 
 // fastDownloads opens n streams on ws, each carrying a download as fast as edgeplane reads it:
