@@ -115,3 +115,12 @@ func (b *WindowBudget) heldBy(account string) int64 {
 	defer b.mu.Unlock()
 	return b.held[account]
 }
+
+// WindowBudget reports the use of the gateway's proxy window budget; ok is false when the
+// budget is 0 (no stream grows).
+func (g *Gateway) WindowBudget() (st WindowBudgetStats, ok bool) {
+	if g.windows == nil {
+		return WindowBudgetStats{}, false
+	}
+	return g.windows.Stats(), true
+}
