@@ -34,10 +34,11 @@ const (
 	// maxProxyWindow is the most window one proxy stream grows to: where one muxado stream
 	// over TLS stops gaining (BenchmarkStreamWindow), and below frp's 6 MiB.
 	maxProxyWindow = 4 << 20
-	// DefaultWindowBudget is the budget --agent-window-budget-mib suggests when an operator
-	// turns the feature on (it is off by default, docs/decisions.md): sixteen streams at
-	// maxProxyWindow at once.
-	DefaultWindowBudget = 64 << 20
+	// DefaultWindowBudget is --agent-window-budget-mib's default: one account alone may hold
+	// half (four streams at maxProxyWindow), and the most it adds to the process, counting the
+	// Go heap's doubling of what it holds, is about 64 MiB whatever the number of sessions
+	// (docs/decisions.md has the arithmetic).
+	DefaultWindowBudget = 32 << 20
 )
 
 // growableAgent reports whether the agent of this user agent uses window credit beyond its own
