@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -284,4 +285,57 @@ func pollHeld(b *WindowBudget, account string) func() int64 {
 		}
 	}()
 	return func() int64 { close(stop); return <-out }
+}
+
+// BenchmarkDrainedStreamHeap reports the heap a drained proxy stream keeps while it stays open
+// (as in the proxy's idle pool): its download grew the window (or not, fixed-256KiB), its client
+// stalled long enough for the agent to fill the window, then read everything. muxado's buffer
+// keeps the capacity it grew to, which is why a stream stays charged for its buffer's peak.
+//
+//	go test -run XXX -bench DrainedStreamHeap -benchtime 8x ./tunnel/
+func BenchmarkDrainedStreamHeap(b *testing.B) {
+	for _, grow := range []bool{false, true} {
+		name := "fixed-256KiB"
+		if grow {
+			name = "autotuned"
+		}
+		b.Run(name, func(b *testing.B) {
+			ws := newWideSessionAs(b, "a", NewWindowBudget(DefaultWindowBudget), grow, nil)
+			var open []io.Closer
+			base := heapInUse()
+			buf := make([]byte, 32<<10)
+			for range b.N {
+				st, peer, _ := ws.open(b)
+				done := download(peer, 24<<20)
+				for read := 0; read < 16<<20; {
+					n, err := st.Read(buf)
+					read += n
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				time.Sleep(300 * time.Millisecond) // the agent fills the window
+				for {
+					if _, err := st.Read(buf); err != nil {
+						break
+					}
+				}
+				<-done
+				open = append(open, st)
+			}
+			held := heapInUse()
+			for _, st := range open {
+				st.Close()
+			}
+			b.ReportMetric(float64(int64(held)-int64(base))/float64(b.N)/1024, "KiB-kept/stream")
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

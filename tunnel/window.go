@@ -35,9 +35,9 @@ const (
 	// over TLS stops gaining (BenchmarkStreamWindow), and below frp's 6 MiB.
 	maxProxyWindow = 4 << 20
 	// DefaultWindowBudget is --agent-window-budget-mib's default: one account alone may hold
-	// half (four streams at maxProxyWindow), and the most it adds to the process, counting the
-	// Go heap's doubling of what it holds, is about 64 MiB whatever the number of sessions
-	// (docs/decisions.md has the arithmetic).
+	// half (four streams at maxProxyWindow), and what it covers adds at most about 72 MiB to the
+	// process above the collector's floor whatever the number of sessions (muxado's buffers grow
+	// by doubling, the collector keeps an eighth more; docs/decisions.md has the arithmetic).
 	DefaultWindowBudget = 32 << 20
 )
 

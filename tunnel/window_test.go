@@ -90,7 +90,7 @@ func newWideSessionLink(t *testing.T, budget *WindowBudget, grow bool, link func
 }
 
 // newWideSessionAs is newWideSessionLink for an agent of account.
-func newWideSessionAs(t *testing.T, account string, budget *WindowBudget, grow bool, link func(net.Conn) net.Conn) *wideSession {
+func newWideSessionAs(t testing.TB, account string, budget *WindowBudget, grow bool, link func(net.Conn) net.Conn) *wideSession {
 	sc, cc := tlsPair(t, link)
 	ws := &wideSession{guard: newStreamGuard(), meter: newAgentWindowMeter()}
 	ws.guard.wide, ws.guard.budget = true, budget
@@ -104,7 +104,7 @@ func newWideSessionAs(t *testing.T, account string, budget *WindowBudget, grow b
 
 // open opens a stream from edgeplane's side as Dial does (writes held to the agent's window)
 // and accepts it on the agent's.
-func (ws *wideSession) open(t *testing.T) (net io.ReadWriteCloser, agent muxado.Stream, id frame.StreamId) {
+func (ws *wideSession) open(t testing.TB) (net io.ReadWriteCloser, agent muxado.Stream, id frame.StreamId) {
 	t.Helper()
 	st, err := ws.srv.OpenStream()
 	if err != nil {
