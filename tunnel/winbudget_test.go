@@ -2,12 +2,13 @@ package tunnel
 
 import (
 	"io"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.ngrok.com/muxado/v2/frame"
+
+	"github.com/edgeplane/edgeplane/internal/memtest"
 )
 
 // TestWindowBudgetShares: an account alone may hold half the budget, two accounts a third each,
@@ -302,7 +303,7 @@ func BenchmarkDrainedStreamHeap(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			ws := newWideSessionAs(b, "a", NewWindowBudget(DefaultWindowBudget), grow, nil)
 			var open []io.Closer
-			base := heapInUse()
+			base := memtest.LiveHeap()
 			buf := make([]byte, 32<<10)
 			for range b.N {
 				st, peer, _ := ws.open(b)
@@ -323,19 +324,11 @@ func BenchmarkDrainedStreamHeap(b *testing.B) {
 				<-done
 				open = append(open, st)
 			}
-			held := heapInUse()
+			held := memtest.LiveHeap()
 			for _, st := range open {
 				st.Close()
 			}
 			b.ReportMetric(float64(int64(held)-int64(base))/float64(b.N)/1024, "KiB-kept/stream")
 		})
 	}
-}
-
-func heapInUse() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse
 }
