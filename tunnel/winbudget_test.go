@@ -82,13 +82,13 @@ func TestProxyWindowAccountShare(t *testing.T) {
 	budget := NewWindowBudget(limit)
 	pause, stop := fastDownloads(t, newWideSessionAs(t, "B", budget, true, nil), 3)
 	defer func() { stop(); waitBudget(t, budget, 0) }()
-	// Give B's streams time to take more than their share if they could (with the budget first
-	// come first served they take all of it), then, at a moment B holds at least its share,
-	// B's clients stop reading, which keeps what B's streams hold as it is.
-	for more := time.Now().Add(3 * time.Second); time.Now().Before(more) && budget.heldBy("B") < limit-agentWindow; {
+	// Once B's streams grow, give them time to take more than their share if they could (with
+	// the budget first come first served they take all of it), then B's clients stop reading,
+	// which keeps what B's streams hold as it is.
+	waitHeld(t, budget, "B", agentWindow)
+	for more := time.Now().Add(3 * time.Second); time.Now().Before(more) && budget.heldBy("B") < limit-agentWindow/2; {
 		time.Sleep(100 * time.Microsecond)
 	}
-	waitHeld(t, budget, "B", limit/2)
 	pause()
 	heldB := budget.heldBy("B")
 
@@ -102,8 +102,10 @@ func TestProxyWindowAccountShare(t *testing.T) {
 	heldA := mostA()
 	stA.Close()
 	t.Logf("account B held %d, account A at most %d, its window peaked at %d; budget %+v", heldB, heldA, a.meter.peakOf(idA), budget.Stats())
-	if heldA < limit/4 {
-		t.Errorf("account A's fast download beside B's held at most %d of the budget, want at least %d (its share is %d)", heldA, limit/4, limit/3)
+	// At least one doubling of A's window (a race build on a loaded machine may give it no
+	// more); with B holding all but what the wait above leaves, A could not have it.
+	if heldA < agentWindow {
+		t.Errorf("account A's fast download beside B's held at most %d of the budget, want at least %d (its share is %d)", heldA, agentWindow, limit/3)
 	}
 	if peak := a.meter.peakOf(idA); peak <= agentWindow {
 		t.Errorf("account A's fast download beside B's: its window never grew past %d", peak)
