@@ -81,14 +81,20 @@ type wideSession struct {
 }
 
 func newWideSession(t *testing.T, budget *WindowBudget, grow bool) *wideSession {
-	return newWideSessionLink(t, budget, grow, nil)
+	return newWideSessionAs(t, "a", budget, grow, nil)
 }
 
 // newWideSessionLink is newWideSession with edgeplane's end of the connection wrapped by link.
 func newWideSessionLink(t *testing.T, budget *WindowBudget, grow bool, link func(net.Conn) net.Conn) *wideSession {
+	return newWideSessionAs(t, "a", budget, grow, link)
+}
+
+// newWideSessionAs is newWideSessionLink for an agent of account.
+func newWideSessionAs(t testing.TB, account string, budget *WindowBudget, grow bool, link func(net.Conn) net.Conn) *wideSession {
 	sc, cc := tlsPair(t, link)
 	ws := &wideSession{guard: newStreamGuard(), meter: newAgentWindowMeter()}
 	ws.guard.wide, ws.guard.budget = true, budget
+	ws.guard.shareAs(account)
 	ws.guard.growWindows(grow)
 	ws.srv = muxado.Server(sc, &muxado.Config{NewFramer: ws.guard.framer, MaxWindowSize: maxProxyWindow})
 	ws.cli = muxado.Client(cc, &muxado.Config{NewFramer: ws.meter.framer})
@@ -98,7 +104,7 @@ func newWideSessionLink(t *testing.T, budget *WindowBudget, grow bool, link func
 
 // open opens a stream from edgeplane's side as Dial does (writes held to the agent's window)
 // and accepts it on the agent's.
-func (ws *wideSession) open(t *testing.T) (net io.ReadWriteCloser, agent muxado.Stream, id frame.StreamId) {
+func (ws *wideSession) open(t testing.TB) (net io.ReadWriteCloser, agent muxado.Stream, id frame.StreamId) {
 	t.Helper()
 	st, err := ws.srv.OpenStream()
 	if err != nil {
@@ -310,8 +316,8 @@ func TestProxyWindowSlowReaderHoldsTheBase(t *testing.T) {
 func TestProxyWindowBudgetSharedByAccounts(t *testing.T) {
 	const limit = maxProxyWindow - agentWindow
 	budget := NewWindowBudget(limit)
-	a := newWideSession(t, budget, true)
-	b := newWideSession(t, budget, true)
+	a := newWideSessionAs(t, "A", budget, true, nil)
+	b := newWideSessionAs(t, "B", budget, true, nil)
 	stA, peerA, _ := a.open(t)
 	wantA := download(peerA, 32<<20)
 	var wg sync.WaitGroup
