@@ -1,6 +1,8 @@
 package edgeplane
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,61 @@ func TestValidIDAlphabet(t *testing.T) {
 	for _, bad := range []string{id[:10] + "\xff" + id[11:], id[:10] + "_" + id[11:], id[:10] + " " + id[11:]} {
 		if ValidID("ipp", bad) {
 			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}
+
+// The operation ids' and ids' encoder writes what ksuid's does, from the smallest KSUID to the
+// largest and for random ones between.
+func TestAppendKSUID(t *testing.T) {
+	ks := []ksuid.KSUID{ksuid.Nil, ksuid.Max, ksuid.New()}
+	for i := range 20 {
+		var k ksuid.KSUID
+		k[19-i] = 1
+		ks = append(ks, k)
+		k[19-i] = 0xff
+		ks = append(ks, k)
+	}
+	for range 10000 {
+		ks = append(ks, ksuid.New())
+		k := ksuid.New()
+		k[0] = 0xff
+		ks = append(ks, k)
+	}
+	for _, k := range ks {
+		if got, want := string(appendKSUID(nil, k)), k.String(); got != want {
+			t.Fatalf("appendKSUID(%x) = %q, want %q", k[:], got, want)
+		}
+	}
+}
+
+// A token's selector is accepted exactly when ksuid.Parse takes it: every string of base62
+// digits up to the largest KSUID and none above it, and strings with other bytes as ksuid.Parse
+// says.
+func TestTokenSelectorAsKSUIDParses(t *testing.T) {
+	secret := strings.Repeat("A", 52)
+	sels := []string{maxKSUID, ksuid.Nil.String(), "aWgEPTl1tmebfsQzFP4bxwgy80W", "aWgEPTl1tmebfsQzFP4bxwgy80U",
+		"aWgEPTl1tmebfsQzFP4bxwgy81V", "b00000000000000000000000000", "zzzzzzzzzzzzzzzzzzzzzzzzzzz",
+		"ZZZZZZZZZZZZZZZZZZZZZZZZZZZ", "aWgEPTl1tmebfsQzFP4bxwgy80\xff", "\x00WgEPTl1tmebfsQzFP4bxwgy80V",
+		"aWgEPTl1tmeb sQzFP4bxwgy80V", "{{{{{{{{{{{{{{{{{{{{{{{{{{{", "///////////////////////////"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, 27)
+		for i := range b {
+			b[i] = base62[rng.IntN(62)]
+		}
+		if c := byte(rng.IntN(256)); rng.IntN(4) == 0 && c != '_' { // '_' would split the token elsewhere
+			b[rng.IntN(27)] = c
+		}
+		sels = append(sels, string(b))
+	}
+	for _, sel := range sels {
+		_, err := ksuid.Parse(sel)
+		if _, _, ok := ParseToken(sel + "_" + secret); ok != (err == nil) {
+			t.Fatalf("ParseToken with selector %q: %v, ksuid.Parse says %v", sel, ok, err)
+		}
+		if ok := ValidID("ak", "ak_"+sel); ok && err != nil {
+			t.Fatalf("ValidID takes %q, which ksuid.Parse refuses", sel)
 		}
 	}
 }

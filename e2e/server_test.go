@@ -25,7 +25,7 @@ import (
 var binPath string
 
 const (
-	runTimeout = 10 * time.Second // one short command (apikey create)
+	runTimeout = 60 * time.Second // one short command (apikey create), under load
 )
 
 func TestMain(m *testing.M) { testproc.Main(m, "../cmd/edgeplane", &binPath) }

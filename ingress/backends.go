@@ -29,6 +29,9 @@ type target struct {
 	once bool
 	// static: a static backend's address, not an agent's stream.
 	static bool
+	// account is the account whose route or endpoint the request was routed to (forward's
+	// share of the large copy buffers, bulkcopy.go).
+	account string
 }
 
 // conn describes the public connection a backend is chosen for.

@@ -154,8 +154,8 @@ func TestDialStatic(t *testing.T) {
 	}
 }
 
-// TestHeaderHelpers: a Host without its port, IPv6 brackets removed; X-Forwarded values are
-// appended to what the client sent.
+// TestHeaderHelpers: a Host without its port, IPv6 brackets removed; X-Forwarded-For appends
+// the client's address, an IPv4-mapped one as IPv4, to what the client sent.
 func TestHeaderHelpers(t *testing.T) {
 	for in, want := range map[string]string{"app.example.com:443": "app.example.com", "app.example.com": "app.example.com",
 		"[::1]:8443": "::1", "[::1]": "::1"} {
@@ -163,10 +163,16 @@ func TestHeaderHelpers(t *testing.T) {
 			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
 		}
 	}
-	h := http.Header{}
-	appendHeader(h, "X-Forwarded-For", []string{"10.0.0.1", "10.0.0.2"}, "192.0.2.7")
-	appendHeader(h, "X-Forwarded-Proto", nil, "https")
-	if h.Get("X-Forwarded-For") != "10.0.0.1, 10.0.0.2, 192.0.2.7" || h.Get("X-Forwarded-Proto") != "https" {
-		t.Errorf("headers: %v", h)
+	if v := forwardedFor([]string{"10.0.0.1", "10.0.0.2"}, "192.0.2.7"); v != "10.0.0.1, 10.0.0.2, 192.0.2.7" {
+		t.Errorf("forwardedFor with prior values: %q", v)
+	}
+	if v := forwardedFor(nil, "192.0.2.7"); v != "192.0.2.7" {
+		t.Errorf("forwardedFor alone: %q", v)
+	}
+	for in, want := range map[string]string{"192.0.2.7:5000": "192.0.2.7", "[::ffff:192.0.2.7]:5000": "192.0.2.7",
+		"[2001:db8::1]:443": "2001:db8::1", "[fe80::1%eth0]:443": "fe80::1%eth0", "not an address": "", "192.0.2.7": ""} {
+		if got := clientIP(in); got != want {
+			t.Errorf("clientIP(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

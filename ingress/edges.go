@@ -100,6 +100,7 @@ func (p *proxy) routeFinal() http.Handler {
 		case enforce.CarryRaw(r, t.dial):
 			// websocket_tcp_converter: the websocket was carried as a raw stream
 		default:
+			t.account = er.edge.Account
 			p.forward(w, r, "https", t)
 		}
 	})

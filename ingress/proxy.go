@@ -25,10 +25,11 @@ import (
 // alive and reused, but only for the public connection that opened them: the stream's header
 // names one client address, so a stream is never shared between clients.
 type proxy struct {
-	s  *Server
-	rp *httputil.ReverseProxy
-	tr *http.Transport  // static backends: connections of net/http's Transport
-	st *streamTransport // agents: synchronous exchanges on proxy streams
+	s    *Server
+	rp   *httputil.ReverseProxy
+	tr   *http.Transport  // static backends: connections of net/http's Transport
+	st   *streamTransport // agents: synchronous exchanges on proxy streams
+	bulk *bulkCopies      // the large buffers large answers are copied with
 }
 
 type ctxKey int
@@ -91,6 +92,11 @@ type dialInfo struct {
 	once bool
 	// static: the target is a static backend, carried by net/http's Transport.
 	static bool
+	// rp is the proxy's ReverseProxy for this request alone, lending copies' buffers: its
+	// BufferPool cannot otherwise know the answer whose body it copies (bulkcopy.go). Both are
+	// part of this allocation, made for every request anyway.
+	rp     httputil.ReverseProxy
+	copies copyPool
 }
 
 // Drainer is what an Endpoint of another replica that is draining after a handover also has:
@@ -109,7 +115,7 @@ func draining(ep Endpoint) bool {
 }
 
 func newProxy(s *Server) *proxy {
-	p := &proxy{s: s, st: newStreamTransport()}
+	p := &proxy{s: s, st: newStreamTransport(), bulk: newBulkCopies()}
 	p.tr = &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			info, _ := ctx.Value(dialKey).(*dialInfo)
@@ -155,11 +161,20 @@ func (copyBuffers) Put(b []byte) {
 // RoundTrip carries a request to its target: an agent's over a proxy stream (streamTransport),
 // a static backend's through net/http's Transport, whose connections to servers on the
 // network it keeps as before.
+// The answer's declared length decides the buffer its body is copied with (bulkcopy.go).
 func (p *proxy) RoundTrip(r *http.Request) (*http.Response, error) {
-	if info, _ := r.Context().Value(dialKey).(*dialInfo); info != nil && info.static {
-		return p.tr.RoundTrip(r)
+	info, _ := r.Context().Value(dialKey).(*dialInfo)
+	var resp *http.Response
+	var err error
+	if info != nil && info.static {
+		resp, err = p.tr.RoundTrip(r)
+	} else {
+		resp, err = p.st.RoundTrip(r)
 	}
-	return p.st.RoundTrip(r)
+	if err == nil && info != nil {
+		info.copies.sawAnswer(resp)
+	}
+	return resp, err
 }
 
 func (p *proxy) close() {
@@ -249,7 +264,7 @@ func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
 		if enforce.CarryRaw(r, dial) {
 			return // websocket_tcp_converter: the websocket was carried as a raw stream
 		}
-		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep)})
+		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep), account: ep.AccountID()})
 	})
 }
 
@@ -261,10 +276,29 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 	if c := enforce.ConnOf(r.Context()); c != nil {
 		connID = c.ID
 	}
-	ctx := context.WithValue(r.Context(), dialKey, &dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static})
+	ctx := &dialContext{Context: r.Context(), info: dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static,
+		rp: *p.rp, copies: copyPool{copies: p.bulk, account: t.account}}}
+	info := &ctx.info
+	info.rp.BufferPool = &info.copies
 	r = r.WithContext(ctx)
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
-	p.rp.ServeHTTP(w, r)
+	info.rp.ServeHTTP(w, r)
+}
+
+// dialContext is a request's context carrying its dialInfo under dialKey, as context.WithValue
+// would, in one allocation instead of two. Done, Err and Deadline are the parent's, so
+// cancellation passes through it as through WithValue's context.
+type dialContext struct {
+	context.Context
+	info dialInfo
+}
+
+// Value returns the request's dialInfo for dialKey, else the parent's value.
+func (c *dialContext) Value(key any) any {
+	if key == any(dialKey) {
+		return &c.info
+	}
+	return c.Context.Value(key)
 }
 
 // rewrite prepares the request for the agent: the Host the client sent, and the X-Forwarded
@@ -280,24 +314,39 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 	info := pr.In.Context().Value(dialKey).(*dialInfo)
 	// The transport closes the connection after the response, and tells the agent so.
 	pr.Out.Close = info.once
-	clientIP := ""
-	if ap, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
-		clientIP = ap.Addr().Unmap().String()
-	}
-	appendHeader(pr.Out.Header, "X-Forwarded-For", pr.In.Header.Values("X-Forwarded-For"), clientIP)
-	pr.Out.Header.Set("X-Forwarded-Proto", info.proto)
-	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	// The three values share one array, one allocation instead of three; each slice's capacity
+	// is its length, so a request_headers stage adding to one copies it rather than writing
+	// into the next.
+	v := new([3]string)
+	v[0], v[1], v[2] = forwardedFor(pr.In.Header.Values("X-Forwarded-For"), clientIP(pr.In.RemoteAddr)), info.proto, pr.In.Host
+	h := pr.Out.Header
+	h["X-Forwarded-For"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = v[0:1:1], v[1:2:2], v[2:3:3]
 	if _, ok := pr.In.Header["User-Agent"]; !ok {
 		pr.Out.Header["User-Agent"] = nil // never invent a Go user agent
 	}
 	enforce.EditOutbound(pr.In.Context(), pr.Out.Header) // request_headers may edit the X-Forwarded ones
 }
 
-func appendHeader(h http.Header, name string, prior []string, v string) {
+// forwardedFor is the X-Forwarded-For value sent on: ip appended to what the client sent.
+func forwardedFor(prior []string, ip string) string {
 	if len(prior) > 0 {
-		v = strings.Join(prior, ", ") + ", " + v
+		return strings.Join(prior, ", ") + ", " + ip
 	}
-	h.Set(name, v)
+	return ip
+}
+
+// clientIP is the address of a client's ip:port as X-Forwarded-For gives it ("" if it is not
+// one): an IPv4-mapped IPv6 address as IPv4. An IPv4 address is the text before the port as it
+// is, since net renders RemoteAddr as netip does, which saves a copy per request.
+func clientIP(remoteAddr string) string {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return ""
+	}
+	if ap.Addr().Is4() {
+		return remoteAddr[:strings.LastIndexByte(remoteAddr, ':')]
+	}
+	return ap.Addr().Unmap().String()
 }
 
 // fail answers a request the agent (or a static backend) could not carry: 502 with
@@ -320,6 +369,10 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // hostOnly strips the port from a Host header.
 func hostOnly(h string) string {
+	if strings.IndexByte(h, ':') < 0 {
+		// No port (net.SplitHostPort would fail, allocating its error, on every such request).
+		return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	}
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		return host
 	}

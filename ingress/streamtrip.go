@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"bufio"
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -45,9 +44,14 @@ type streamTransport struct {
 	continueTimeout time.Duration
 	maxHeader       int64
 
-	mu   sync.Mutex
-	idle map[string][]*streamConn
-	lru  list.List // of *streamConn, the longest idle first
+	// The pool's idle streams, linked through the streams themselves so that returning a stream
+	// to the pool allocates nothing: by key, the most recently idle first (newer), and all of
+	// them from the longest idle (oldest) to the most recent (newest).
+	mu     sync.Mutex
+	idle   map[string]*streamConn
+	idleN  int
+	oldest *streamConn
+	newest *streamConn
 }
 
 func newStreamTransport() *streamTransport {
@@ -58,7 +62,7 @@ func newStreamTransport() *streamTransport {
 		watchAfter:      100 * time.Millisecond,
 		continueTimeout: time.Second,
 		maxHeader:       1 << 20,
-		idle:            make(map[string][]*streamConn),
+		idle:            make(map[string]*streamConn),
 	}
 }
 
@@ -70,10 +74,14 @@ type streamConn struct {
 	c     net.Conn
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	limit int64 // bytes the next reads may take: the header bound while headers are read
+	sw    *streamWriter // what bw writes to
+	limit int64         // bytes the next reads may take: the header bound while headers are read
 	once  sync.Once
 
-	elem      *list.Element // in t.lru while idle, else nil
+	pooled    bool        // idle in the pool
+	sameKey   *streamConn // the next idle stream of the same key, idle longer
+	older     *streamConn // the pool's next stream idle longer, nil for the oldest
+	newer     *streamConn // the pool's next stream idle less long, nil for the newest
 	idleSince time.Time
 	timer     *time.Timer
 	watching  bool       // a watcher is reading the idle stream (watch)
@@ -195,6 +203,8 @@ type streamExchange struct {
 	ctx       context.Context
 	// responded is set once a final answer's headers are read.
 	responded atomic.Bool
+	// body is the answer's body (run), part of the exchange to save an allocation per request.
+	body streamBody
 }
 
 func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
@@ -248,7 +258,8 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 	if resp.Close {
 		x.reuse = false
 	}
-	body := &streamBody{x: x, body: resp.Body}
+	body := &x.body
+	body.x, body.body = x, resp.Body
 	if resp.Body == http.NoBody {
 		body.release(true)
 		return resp, nil
@@ -257,21 +268,29 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 	return resp, nil
 }
 
-// write writes the request and flushes it.
+// write writes the request and flushes it. The head of a request with a body goes with the
+// body's first bytes (streamWriter), unless the body waits for 100-continue.
 func (x *streamExchange) write() error {
 	req := x.req
+	sw := x.sc.sw
 	if x.continued != nil {
 		body := req.Body
 		out := *req
 		out.Body = &continueBody{x: x, continued: x.continued, body: body}
 		req = &out
+	} else {
+		sw.hold = req.Body != nil && req.Body != http.NoBody
 	}
-	if err := req.Write(x.sc.bw); err != nil {
-		x.sc.bw.Reset(x.sc.c)
-		return err
+	err := req.Write(x.sc.bw)
+	if err == nil {
+		err = x.sc.bw.Flush()
 	}
-	if err := x.sc.bw.Flush(); err != nil {
-		x.sc.bw.Reset(x.sc.c)
+	if err == nil {
+		err = sw.release()
+	}
+	if err != nil {
+		sw.drop()
+		x.sc.bw.Reset(sw)
 		return err
 	}
 	return nil

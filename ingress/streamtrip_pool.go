@@ -32,7 +32,8 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 	}
 	sc = &streamConn{t: t, key: key, c: c, watched: make(chan error, 1)}
 	sc.br = bufio.NewReaderSize(sc, 4<<10)
-	sc.bw = bufio.NewWriterSize(streamWriter{c}, 4<<10)
+	sc.sw = &streamWriter{c: c}
+	sc.bw = bufio.NewWriterSize(sc.sw, 4<<10)
 	return sc, false, nil
 }
 
@@ -41,25 +42,103 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 // arrives, piece by piece as net/http's Transport does, instead of holding it in 4 KiB
 // pieces: an upload in progress reaches the agent as it is made. (A chunked body is flushed
 // after every chunk by Request.Write itself.)
-type streamWriter struct{ c net.Conn }
+//
+// The head of a request with a body is held back (hold) until the body's first bytes, and
+// written with them: one frame to the agent where the head and the body were two, each a TLS
+// record and a system call on both sides, and for the agent a read, a window credit and often
+// a write to its upstream more. Nothing else waits: the body's first bytes are sent as soon as
+// a read of the client's body returns them, as before. A request that waits for 100-continue
+// is not held (its body comes only after the agent's answer to the head).
+type streamWriter struct {
+	c net.Conn
+	// hold: keep the next Write (the request's head) until the body's first bytes.
+	hold bool
+	// held is a buffer of the copy pool holding n bytes of head, nil when nothing is held.
+	held []byte
+	n    int
+}
 
-func (w streamWriter) Write(p []byte) (int, error) { return w.c.Write(p) }
+// maxHeldHead is the largest head held for its body: the rest of a copy buffer is room for the
+// body's first bytes.
+const maxHeldHead = 8 << 10
 
-func (w streamWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf := copyBuffers{}.Get()
+func (w *streamWriter) Write(p []byte) (int, error) {
+	if w.held == nil {
+		if !w.hold || len(p) > maxHeldHead {
+			return w.c.Write(p)
+		}
+		w.hold = false
+		w.held = copyBuffers{}.Get()
+		w.n = copy(w.held, p)
+		return len(p), nil
+	}
+	if w.n+len(p) <= len(w.held) {
+		w.n += copy(w.held[w.n:], p)
+		return len(p), w.release()
+	}
+	if err := w.release(); err != nil {
+		return 0, err
+	}
+	return w.c.Write(p)
+}
+
+func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := w.held
+	var sent int64
+	if buf != nil {
+		// The body's first bytes after the held head, in one write.
+		w.held = nil
+		k, err := r.Read(buf[w.n:])
+		if _, werr := w.c.Write(buf[:w.n+k]); werr != nil {
+			copyBuffers{}.Put(buf)
+			return 0, werr
+		}
+		sent = int64(k)
+		if err != nil {
+			copyBuffers{}.Put(buf)
+			if err == io.EOF {
+				err = nil
+			}
+			return sent, err
+		}
+	} else {
+		buf = copyBuffers{}.Get()
+	}
 	defer copyBuffers{}.Put(buf)
-	return io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
+	k, err := io.CopyBuffer(struct{ io.Writer }{w.c}, r, buf)
+	return sent + k, err
+}
+
+// release writes a held head (a body that never came: the request's write is over).
+func (w *streamWriter) release() error {
+	w.hold = false
+	if w.held == nil {
+		return nil
+	}
+	buf := w.held
+	w.held = nil
+	_, err := w.c.Write(buf[:w.n])
+	copyBuffers{}.Put(buf)
+	return err
+}
+
+// drop forgets a held head (the request's write failed: the stream is closed).
+func (w *streamWriter) drop() {
+	w.hold = false
+	if w.held != nil {
+		copyBuffers{}.Put(w.held)
+		w.held = nil
+	}
 }
 
 // take removes the most recently idle stream of key from the pool, nil if there is none.
 func (t *streamTransport) take(key string) *streamConn {
 	t.mu.Lock()
-	l := t.idle[key]
-	if len(l) == 0 {
+	sc := t.idle[key]
+	if sc == nil {
 		t.mu.Unlock()
 		return nil
 	}
-	sc := l[len(l)-1]
 	t.removeLocked(sc)
 	watching := sc.watching
 	if !watching {
@@ -89,20 +168,42 @@ func (sc *streamConn) fresh() bool { return sc.br.Buffered() == 0 }
 
 // removeLocked takes sc out of the pool. t.mu is held.
 func (t *streamTransport) removeLocked(sc *streamConn) {
-	l := t.idle[sc.key]
-	for i, x := range l {
-		if x == sc {
-			l = append(l[:i], l[i+1:]...)
-			break
+	// Its key's list: at most maxIdlePerKey long.
+	if head := t.idle[sc.key]; head == sc {
+		if sc.sameKey == nil {
+			delete(t.idle, sc.key)
+		} else {
+			t.idle[sc.key] = sc.sameKey
+		}
+	} else {
+		for p := head; p != nil; p = p.sameKey {
+			if p.sameKey == sc {
+				p.sameKey = sc.sameKey
+				break
+			}
 		}
 	}
-	if len(l) == 0 {
-		delete(t.idle, sc.key)
+	if sc.older != nil {
+		sc.older.newer = sc.newer
 	} else {
-		t.idle[sc.key] = l
+		t.oldest = sc.newer
 	}
-	t.lru.Remove(sc.elem)
-	sc.elem = nil
+	if sc.newer != nil {
+		sc.newer.older = sc.older
+	} else {
+		t.newest = sc.older
+	}
+	sc.sameKey, sc.older, sc.newer, sc.pooled = nil, nil, nil, false
+	t.idleN--
+}
+
+// idleOf counts the idle streams of key. t.mu is held.
+func (t *streamTransport) idleOf(key string) int {
+	n := 0
+	for p := t.idle[key]; p != nil; p = p.sameKey {
+		n++
+	}
+	return n
 }
 
 // put returns a stream whose exchange is complete to the pool, or closes it when the pool of
@@ -110,19 +211,28 @@ func (t *streamTransport) removeLocked(sc *streamConn) {
 func (t *streamTransport) put(sc *streamConn) {
 	sc.limit = math.MaxInt64
 	t.mu.Lock()
-	if len(t.idle[sc.key]) >= t.maxIdlePerKey {
+	if t.idleOf(sc.key) >= t.maxIdlePerKey {
 		t.mu.Unlock()
 		sc.close()
 		return
 	}
 	var evicted *streamConn
-	if t.lru.Len() >= t.maxIdle {
-		evicted = t.lru.Front().Value.(*streamConn)
+	if t.idleN >= t.maxIdle {
+		evicted = t.oldest
 		t.removeLocked(evicted)
 	}
 	sc.idleSince = time.Now()
-	sc.elem = t.lru.PushBack(sc)
-	t.idle[sc.key] = append(t.idle[sc.key], sc)
+	sc.pooled = true
+	sc.older, sc.newer = t.newest, nil
+	if t.newest != nil {
+		t.newest.newer = sc
+	} else {
+		t.oldest = sc
+	}
+	t.newest = sc
+	sc.sameKey = t.idle[sc.key]
+	t.idle[sc.key] = sc
+	t.idleN++
 	if sc.timer == nil {
 		sc.timer = time.AfterFunc(t.watchAfter, sc.watch)
 	} else {
@@ -142,7 +252,7 @@ func (t *streamTransport) put(sc *streamConn) {
 func (sc *streamConn) watch() {
 	t := sc.t
 	t.mu.Lock()
-	if sc.elem == nil || sc.watching {
+	if !sc.pooled || sc.watching {
 		t.mu.Unlock()
 		return
 	}
@@ -154,7 +264,7 @@ func (sc *streamConn) watch() {
 		err = errors.New("ingress: the agent sent data on an idle stream")
 	}
 	t.mu.Lock()
-	if sc.elem != nil { // closed, written to, or idle for idleTimeout: not taken
+	if sc.pooled { // closed, written to, or idle for idleTimeout: not taken
 		t.removeLocked(sc)
 		t.mu.Unlock()
 		sc.close()
@@ -168,8 +278,8 @@ func (sc *streamConn) watch() {
 func (t *streamTransport) CloseIdleConnections() {
 	t.mu.Lock()
 	var all []*streamConn
-	for e := t.lru.Front(); e != nil; e = e.Next() {
-		all = append(all, e.Value.(*streamConn))
+	for sc := t.oldest; sc != nil; sc = sc.newer {
+		all = append(all, sc)
 	}
 	for _, sc := range all {
 		t.removeLocked(sc)

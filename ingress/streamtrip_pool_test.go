@@ -50,7 +50,7 @@ func tripBody(t *testing.T, st *streamTransport, e *tripEndpoint, key, method, p
 func (t *streamTransport) idleCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.lru.Len()
+	return t.idleN
 }
 
 // TestStreamPoolReuse: a stream whose answer was read to its end serves the next request of its

@@ -20,6 +20,7 @@ type tripEndpoint struct {
 	tlsEndpoint
 	id, account, upstream string
 	dials, closes         atomic.Int64
+	writes                atomic.Int64 // Writes on its streams: each a frame to a real agent
 }
 
 func (e *tripEndpoint) ID() string        { return e.id }
@@ -31,14 +32,19 @@ func (e *tripEndpoint) Dial(ctx context.Context, _, _, _ string, _ bool) (net.Co
 		return nil, err
 	}
 	e.dials.Add(1)
-	return &countedConn{Conn: c, closes: &e.closes}, nil
+	return &countedConn{Conn: c, closes: &e.closes, writes: &e.writes}, nil
 }
 
-// countedConn counts its first Close.
+// countedConn counts its first Close, and its Writes.
 type countedConn struct {
 	net.Conn
-	closes *atomic.Int64
-	once   sync.Once
+	closes, writes *atomic.Int64
+	once           sync.Once
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
 }
 
 func (c *countedConn) Close() error {

@@ -1,17 +1,19 @@
 package server
 
 import (
-	"github.com/edgeplane/edgeplane/internal/benchcpu"
-
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	ep "github.com/edgeplane/edgeplane"
+	"github.com/edgeplane/edgeplane/internal/benchcpu"
+	"github.com/edgeplane/edgeplane/internal/serving"
 	"github.com/edgeplane/edgeplane/internal/testdb"
 	"github.com/edgeplane/edgeplane/store"
 )
@@ -77,7 +79,8 @@ func BenchmarkEncodeHTTPSEdge(b *testing.B) {
 	}
 }
 
-// benchServer is a server on a fresh database with an API key, an IP policy and a rule.
+// benchServer is a server on a fresh database with an API key, an IP policy and a rule, with the
+// request log and metrics of edgeplane serve.
 func benchServer(b *testing.B) (h http.Handler, token, policy, rule string) {
 	b.Helper()
 	ctx := context.Background()
@@ -108,7 +111,16 @@ func benchServer(b *testing.B) (h http.Handler, token, policy, rule string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return New(st, Config{BaseURL: "http://127.0.0.1:8080"}), *key.(*ep.APIKey).Token, policyID, r.Base().ID
+	// Configured as serve configures it: a request line for every request, written through a
+	// LogWriter (to nowhere), and the metrics.
+	logOut := serving.NewLogWriter(io.Discard)
+	b.Cleanup(func() { logOut.Close() })
+	log, err := serving.NewLogger(logOut, "text", slog.LevelInfo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := New(st, Config{BaseURL: "http://127.0.0.1:8080", Logger: log, Metrics: NewMetrics(st)})
+	return srv, *key.(*ep.APIKey).Token, policyID, r.Base().ID
 }
 
 func benchRequest(method, path, token string, body []byte) *http.Request {

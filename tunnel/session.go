@@ -254,6 +254,7 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 		return false
 	}
 	s.guard.authenticated() // before the agent reads the reply and opens its requests
+	s.guard.shareAs(cred.AccountID)
 	s.guard.growWindows(growableAgent(m.Extra.UserAgent))
 	resp := authResp{Version: s.version, ClientID: s.id, Extra: authRespExtra{Version: s.gw.cfg.Version, Cookie: s.id, AccountName: ""}}
 	if err := writeReply(st, resp); err != nil {

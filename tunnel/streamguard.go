@@ -112,7 +112,9 @@ type streamGuard struct {
 	grow   bool
 	ended  bool
 	budget *WindowBudget
-	wins   map[frame.StreamId]*proxyWin
+	// account is the session's account, whose share of the budget its streams take (winbudget.go).
+	account string
+	wins    map[frame.StreamId]*proxyWin
 	// rtt is the session's round trip to the agent as its credit shows it (bdp.go), under mu.
 	rtt minRTT
 }

@@ -17,12 +17,12 @@ import (
 // without a cap in the Go clients, so edgeplane may grant more. It does so only while the public
 // client drains the stream quickly and the agent is waiting on credit, doubling the stream's
 // window from agentWindow up to maxProxyWindow, and only out of a process-wide budget of the
-// bytes beyond agentWindow that edgeplane may come to hold (WindowBudget): a stream whose reader
-// lags never grows, a grown one shrinks again as soon as its reader lags, and every stream keeps
-// at least agentWindow whatever the others took. ngrok-rust's muxado (the Rust and Node SDKs)
-// caps its window at its own size and drops credit past it, which would leave edgeplane counting
-// credit the agent threw away and the stream stalled: only clients known to keep such credit
-// (growableAgent) are granted it.
+// bytes beyond agentWindow that edgeplane may come to hold (WindowBudget), of which each account
+// may hold only its share (winbudget.go): a stream whose reader lags never grows, a grown one
+// shrinks again as soon as its reader lags, and every stream keeps at least agentWindow whatever
+// the others took. ngrok-rust's muxado (the Rust and Node SDKs) caps its window at its own size
+// and drops credit past it, which would leave edgeplane counting credit the agent threw away and
+// the stream stalled: only clients known to keep such credit (growableAgent) are granted it.
 //
 // Raising muxado's receive buffer to maxProxyWindow raises its send window as much (muxado
 // sizes both from one setting), so with the feature on edgeplane's own writes on proxy streams
@@ -34,55 +34,12 @@ const (
 	// maxProxyWindow is the most window one proxy stream grows to: where one muxado stream
 	// over TLS stops gaining (BenchmarkStreamWindow), and below frp's 6 MiB.
 	maxProxyWindow = 4 << 20
-	// DefaultWindowBudget is the budget --agent-window-budget-mib suggests when an operator
-	// turns the feature on (it is off by default, docs/decisions.md): sixteen streams at
-	// maxProxyWindow at once.
-	DefaultWindowBudget = 64 << 20
+	// DefaultWindowBudget is --agent-window-budget-mib's default: one account alone may hold
+	// half (four streams at maxProxyWindow), and what it covers adds at most about 72 MiB to the
+	// process above the collector's floor whatever the number of sessions (muxado's buffers grow
+	// by doubling, the collector keeps an eighth more; docs/decisions.md has the arithmetic).
+	DefaultWindowBudget = 32 << 20
 )
-
-// WindowBudget is the process-wide allowance of bytes beyond agentWindow that proxy streams'
-// windows may hold at once. Every grown stream reserves its window's excess before granting it
-// and returns it as the public client reads, so edgeplane never holds more than this beyond the
-// base windows, whatever the number of slow clients.
-type WindowBudget struct {
-	mu          sync.Mutex
-	limit, used int64
-}
-
-// NewWindowBudget returns a budget of limit bytes; with limit 0 no stream grows.
-func NewWindowBudget(limit int64) *WindowBudget { return &WindowBudget{limit: max(limit, 0)} }
-
-// reserve takes up to want bytes and returns how many it took.
-func (b *WindowBudget) reserve(want int64) int64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	got := min(want, b.limit-b.used)
-	if got <= 0 {
-		return 0
-	}
-	b.used += got
-	return got
-}
-
-// release returns n reserved bytes.
-func (b *WindowBudget) release(n int64) {
-	if b == nil || n <= 0 {
-		return
-	}
-	b.mu.Lock()
-	b.used -= n
-	b.mu.Unlock()
-}
-
-// Used reports the bytes reserved now (for tests and metrics).
-func (b *WindowBudget) Used() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
 
 // growableAgent reports whether the agent of this user agent uses window credit beyond its own
 // window: the clients on Go's muxado, ngrok-go v1 and v2 ("ngrok-go/1.12.1", "ngrok-go/2.1.1")
@@ -121,9 +78,13 @@ type proxyWin struct {
 	periodRecv    uint64
 	periodStarved bool
 	charged       int64 // bytes reserved from the budget
-	finIn         bool
-	finOut        bool
-	send          sendWindow
+	// peakUnread is the most the stream's muxado buffer ever held unread (recv - read). The
+	// buffer keeps the capacity it grew to until the stream closes, also while the stream waits
+	// idle for its public connection's next request, so the stream stays charged for it.
+	peakUnread uint64
+	finIn      bool
+	finOut     bool
+	send       sendWindow
 }
 
 // sendWindow is the agent's window for edgeplane's writes on one stream: agentWindow at the
@@ -189,7 +150,7 @@ func (g *streamGuard) dropWide(id frame.StreamId, err error) {
 		return
 	}
 	delete(g.wins, id)
-	g.budget.release(e.charged)
+	g.budget.release(g.account, e.charged)
 	e.send.fail(err)
 }
 
@@ -218,6 +179,7 @@ func (g *streamGuard) readWide(f frame.Frame) error {
 		if e.recv > e.granted {
 			return g.fail(muxado.FlowControlError, "stream %d overran the %d-byte window edgeplane granted", id, e.granted)
 		}
+		e.peakUnread = max(e.peakUnread, e.recv-e.read)
 		g.received(e, uint64(f.Length()))
 		if f.Flags().IsSet(frame.FlagDataFin) {
 			e.finIn = true
@@ -277,11 +239,18 @@ func (g *streamGuard) tune(id frame.StreamId, e *proxyWin, n uint64) frame.Frame
 	if g.grow {
 		g.round(e, unread, inflight)
 	}
+	if e.charged > 0 {
+		// An account above its share (more accounts came to hold budget) stops granting the
+		// excess, so the stream's hold shrinks as its client reads and settle returns it.
+		if over := g.budget.over(g.account); over > 0 {
+			e.w = min(e.w, agentWindow+uint64(max(e.charged-over, 0)))
+		}
+	}
 	if e.read+e.w >= e.granted+proxyCreditBatch {
 		// Granting brings what the stream may come to hold up to w: reserve its excess over
 		// agentWindow first, and grant only what the budget covers.
 		if need := int64(e.w) - agentWindow; need > e.charged {
-			e.charged += g.budget.reserve(need - e.charged)
+			e.charged += g.budget.reserve(g.account, need-e.charged)
 			e.w = agentWindow + uint64(e.charged)
 		}
 	}
@@ -329,12 +298,13 @@ func (g *streamGuard) round(e *proxyWin, unread, inflight uint64) {
 	e.reads, e.drained = 0, 0
 }
 
-// settle returns the budget a stream holds beyond what it may still come to hold: its granted
-// credit not yet read, less agentWindow; mu is held.
+// settle returns the budget a stream holds beyond what it may still come to hold (its granted
+// credit not yet read) and beyond what its buffer has held (the capacity muxado's buffer keeps
+// until the stream closes), less agentWindow; mu is held.
 func (g *streamGuard) settle(e *proxyWin) {
-	need := max(int64(e.granted-e.read)-agentWindow, 0)
+	need := max(int64(max(e.granted-e.read, e.peakUnread))-agentWindow, 0)
 	if e.charged > need {
-		g.budget.release(e.charged - need)
+		g.budget.release(g.account, e.charged-need)
 		e.charged = need
 	}
 }
@@ -354,5 +324,13 @@ func (g *streamGuard) sendWindowOf(id frame.StreamId) *sendWindow {
 func (g *streamGuard) growWindows(on bool) {
 	g.mu.Lock()
 	g.grow = on && g.wide
+	g.mu.Unlock()
+}
+
+// shareAs sets the account whose share of the budget the session's streams grow out of (at
+// Auth, before the agent can bind anything, so before edgeplane opens any proxy stream).
+func (g *streamGuard) shareAs(account string) {
+	g.mu.Lock()
+	g.account = account
 	g.mu.Unlock()
 }

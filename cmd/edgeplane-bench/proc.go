@@ -131,6 +131,51 @@ func (c *child) cpu() (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
+// procCounts are a process's read and write system calls (from /proc/<pid>/io, every thread's)
+// and its threads' context switches, voluntary (a thread that waited: for a socket, a lock, or
+// a Go runtime thread parking for want of work) and forced: what a request costs in system calls
+// and wake-ups, counts that depend far less on the machine's load than its CPU time does.
+type procCounts struct {
+	reads, writes, switches int64
+}
+
+func (a procCounts) sub(b procCounts) procCounts {
+	return procCounts{a.reads - b.reads, a.writes - b.writes, a.switches - b.switches}
+}
+
+// counts reads the process's procCounts.
+func (c *child) counts() (procCounts, error) {
+	var pc procCounts
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", c.pid()))
+	if err != nil {
+		return pc, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			pc.reads, _ = strconv.ParseInt(v, 10, 64)
+		} else if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			pc.writes, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", c.pid()))
+	if err != nil {
+		return pc, err
+	}
+	for _, t := range tasks {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", c.pid(), t.Name()))
+		if err != nil {
+			continue // the thread has exited
+		}
+		for line := range strings.SplitSeq(string(st), "\n") {
+			if name, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				pc.switches += n
+			}
+		}
+	}
+	return pc, nil
+}
+
 // resetPeak sets the process's peak RSS (VmHWM) to its current RSS, so that the peak read after
 // a scenario is the scenario's own.
 func (c *child) resetPeak() error {

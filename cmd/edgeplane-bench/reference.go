@@ -59,7 +59,10 @@ func referenceServer(args []string) error {
 	serving.SetGC(0)
 	logOut := serving.NewLogWriter(os.Stderr)
 	defer logOut.Close()
-	log := slog.New(slog.NewTextHandler(logOut, nil))
+	log, err := serving.NewLogger(logOut, "text", slog.LevelInfo)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		// Metrics on the main listener, as edgeplane serve has them by default.
 		Handler: server.New(st, server.Config{BaseURL: "http://" + ln.Addr().String(), Logger: log,

@@ -50,6 +50,7 @@ type trafficConfig struct {
 	inspector      bool     // the traffic inspector's cost: the HTTPS edge of an edgeplane recording nothing
 	pairs          int      // back-to-back pairs per concurrency of the modules' and the inspector's costs
 	frp            string   // directory of frps and frpc (traffic_frp.go)
+	frpPairs       int      // paired 256 MiB downloads through the http endpoint and frp
 	only           []string // with -paths: the paths measured besides the references
 }
 
@@ -103,6 +104,7 @@ func trafficBench(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.pairs, "pairs", backToBackPairs, "back-to-back pairs per concurrency measuring the modules' and the inspector's cost (more pairs give a steadier median on a busy machine)")
 	fs.BoolVar(&cfg.inspector, "inspector", true, "also measure the traffic inspector's cost: the HTTPS edge of a second edgeplane started with --inspect-entries 0, in back-to-back pairs with the first")
 	fs.StringVar(&cfg.frp, "frp", "bench/frp/bin", "directory holding frps and frpc of frp 0.70.1, the open tunnel server measured beside edgeplane's http endpoint (skipped with a note when absent)")
+	fs.IntVar(&cfg.frpPairs, "frp-pairs", frpBulkPairs, "back-to-back pairs of 256 MiB downloads through the http endpoint and frp")
 	fs.StringVar(&cfg.profile, "profile", "", "after the measurements, write CPU profiles of edgeplane and the agent under load (HTTPS edge, c=64) into this directory")
 	only := fs.String("paths", "", "comma-separated words: measure only the paths whose names contain one (the direct path and the one-hop references always run), e.g. \"http endpoint,frp\"")
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +133,9 @@ func trafficBench(ctx context.Context, args []string) error {
 	}
 	if cfg.pairs < 1 || cfg.pairs > 100 {
 		return errors.New("-pairs must be from 1 to 100")
+	}
+	if cfg.frpPairs < 0 || cfg.frpPairs > 100 {
+		return errors.New("-frp-pairs must be from 0 to 100")
 	}
 	work, cleanup, err := workDir("edgeplane-traffic-", cfg.keep)
 	if err != nil {

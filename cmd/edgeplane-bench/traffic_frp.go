@@ -20,7 +20,8 @@ const (
 	pathFrp = "frp 0.70.1 HTTP vhost → frpc"
 	frpHost = "frp.bench.test"
 	// frpBulkSize and frpBulkPairs are the download compared with frp's: 256 MiB through the
-	// http endpoint and through frp, in back-to-back pairs alternating which goes first.
+	// http endpoint and through frp, in back-to-back pairs alternating which goes first (-frp-pairs
+	// sets the number of pairs; more give a steadier median on a busy machine).
 	frpBulkSize  = 256 << 20
 	frpBulkPairs = 3
 )
@@ -115,7 +116,7 @@ func frpConfig(dir, name, conf string) ([]string, error) {
 	return []string{"-c", path}, nil
 }
 
-// frpBulk downloads frpBulkSize through the http endpoint and through frp in frpBulkPairs
+// frpBulk downloads frpBulkSize through the http endpoint and through frp in cfg.frpPairs
 // back-to-back pairs, alternating which goes first, and keeps each pair's two rates.
 func (b *trafficRunner) frpBulk(ctx context.Context) {
 	var ours, frp *trafficPath
@@ -130,7 +131,7 @@ func (b *trafficRunner) frpBulk(ctx context.Context) {
 	if ours == nil || frp == nil {
 		return
 	}
-	for i := range frpBulkPairs {
+	for i := range b.cfg.frpPairs {
 		order := []*trafficPath{ours, frp}
 		if i%2 == 1 {
 			order = []*trafficPath{frp, ours}
@@ -140,12 +141,22 @@ func (b *trafficRunner) frpBulk(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			before := cpuOf(p.middle)
+			before, sys0, sw0 := cpuOf(p.middle), int64(0), int64(0)
+			for _, c := range p.middle {
+				pc, _ := c.counts()
+				sys0, sw0 = sys0+pc.reads+pc.writes, sw0+pc.switches
+			}
 			t := bulkTransfer(ctx, p, false, frpBulkSize, nil)
 			for j, c := range cpuOf(p.middle) {
 				t.cpu += c - before[j]
 			}
-			logf("frp pair %d: download %-34s %s: %.0f MB/s, CPU %.0f µs/MB %v", i+1, p.name, fmtSize(frpBulkSize), t.mbps(), t.cpuPerMB(), t.err)
+			for _, c := range p.middle {
+				pc, _ := c.counts()
+				t.syscalls, t.switches = t.syscalls+pc.reads+pc.writes, t.switches+pc.switches
+			}
+			t.syscalls, t.switches = t.syscalls-sys0, t.switches-sw0
+			logf("frp pair %d: download %-34s %s: %.0f MB/s, CPU %.0f µs/MB, %.0f syscalls/MB, %.0f switches/MB %v", i+1, p.name, fmtSize(frpBulkSize),
+				t.mbps(), t.cpuPerMB(), t.perMB(t.syscalls), t.perMB(t.switches), t.err)
 			if p == ours {
 				pair[0] = t
 			} else {
@@ -220,6 +231,6 @@ func (b *trafficRunner) frpNote() string {
 	return strings.Join([]string{
 		fmt.Sprintf("`%s` is frps (HTTP vhost listener) and frpc (one http proxy to the same upstream) of frp 0.70.1 from %s,", pathFrp, b.cfg.frp),
 		"every listener on 127.0.0.1, frpc's link to frps with its released defaults (TLS, streams multiplexed over one connection);",
-		"its 256 MiB download is compared with the http endpoint's in " + fmt.Sprint(frpBulkPairs) + " back-to-back pairs alternating which goes first.",
+		"its 256 MiB download is compared with the http endpoint's in " + fmt.Sprint(b.cfg.frpPairs) + " back-to-back pairs alternating which goes first.",
 	}, " ")
 }

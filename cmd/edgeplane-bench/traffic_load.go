@@ -71,6 +71,7 @@ type round struct {
 	elapsed   time.Duration
 	p50, p99  time.Duration
 	cpu       []time.Duration // of each middle process, during the measured window
+	sys       []procCounts    // of each middle process, during the measured window
 }
 
 func (r round) rps() float64 {
@@ -129,7 +130,7 @@ func measureRound(ctx context.Context, p *trafficPath, conc int, warmup, window 
 			}
 		}()
 	}
-	out.elapsed, out.cpu = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
+	out.elapsed, out.cpu, out.sys = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
 	if ctx.Err() != nil {
 		return out, ctx.Err()
 	}
@@ -160,6 +161,9 @@ type transfer struct {
 	// cpu is the CPU time the path's middle processes spent during the transfer (the frp pairs
 	// only): the steadiest figure of a transfer on a busy machine.
 	cpu time.Duration
+	// syscalls and switches are the middle processes' system calls and context switches during
+	// the transfer (the frp pairs only; child.events).
+	syscalls, switches int64
 }
 
 // cpuPerMB is the middle processes' CPU time per MB moved, in microseconds (0 when not known).
@@ -168,6 +172,14 @@ func (t transfer) cpuPerMB() float64 {
 		return 0
 	}
 	return float64(t.cpu.Microseconds()) / (float64(t.bytes) / 1e6)
+}
+
+// perMB is n per MB moved (0 when not known).
+func (t transfer) perMB(n int64) float64 {
+	if t.err != nil || t.bytes <= 0 {
+		return 0
+	}
+	return float64(n) / (float64(t.bytes) / 1e6)
 }
 
 func (t transfer) mbps() float64 {
@@ -271,23 +283,29 @@ func currentRSS(c *child) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", c.pid())
 }
 
-// cpuWindow measures the CPU the middle processes spend from measureFrom until wait returns (the
-// load's workers are done), and how long that window was: the CPU per request of a path.
-func cpuWindow(ctx context.Context, middle []*child, measureFrom time.Time, wait func()) (time.Duration, []time.Duration) {
+// cpuWindow measures the CPU, system calls and context switches of the middle processes from
+// measureFrom until wait returns (the load's workers are done), and how long that window was:
+// the CPU per request of a path.
+func cpuWindow(ctx context.Context, middle []*child, measureFrom time.Time, wait func()) (time.Duration, []time.Duration, []procCounts) {
 	cpu0 := make([]time.Duration, len(middle))
+	sys0 := make([]procCounts, len(middle))
 	select {
 	case <-time.After(time.Until(measureFrom)):
 		for i, c := range middle {
 			cpu0[i], _ = c.cpu()
+			sys0[i], _ = c.counts()
 		}
 	case <-ctx.Done():
 	}
 	wait()
 	elapsed := time.Since(measureFrom)
 	cpu := make([]time.Duration, 0, len(middle))
+	sys := make([]procCounts, 0, len(middle))
 	for i, c := range middle {
 		cpu1, _ := c.cpu()
+		sys1, _ := c.counts()
 		cpu = append(cpu, cpu1-cpu0[i])
+		sys = append(sys, sys1.sub(sys0[i]))
 	}
-	return elapsed, cpu
+	return elapsed, cpu, sys
 }

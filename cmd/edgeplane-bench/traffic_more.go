@@ -225,7 +225,7 @@ func measureConns(ctx context.Context, p *connPath, conc int, warmup, window tim
 			}
 		})
 	}
-	out.elapsed, out.cpu = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
+	out.elapsed, out.cpu, _ = cpuWindow(ctx, p.middle, measureFrom, wg.Wait)
 	var all []time.Duration
 	for _, r := range results {
 		all = append(all, r.lat...)

@@ -13,6 +13,7 @@ type pathStats struct {
 	rps, p50, p99 float64 // p50 and p99 in seconds
 	rateVs, p99Vs map[string]float64
 	cpu           []time.Duration // per request, of each middle process
+	sys           []procCounts    // over all rounds, of each middle process (divide by n)
 	errors        int
 	firstErr      string
 	n             int
@@ -32,7 +33,7 @@ func median(v []float64) float64 {
 
 func (b *trafficRunner) stats(p *trafficPath, conc int) pathStats {
 	rs := b.rounds[resultKey{p.name, conc}]
-	st := pathStats{rateVs: map[string]float64{}, p99Vs: map[string]float64{}, cpu: make([]time.Duration, len(p.middle))}
+	st := pathStats{rateVs: map[string]float64{}, p99Vs: map[string]float64{}, cpu: make([]time.Duration, len(p.middle)), sys: make([]procCounts, len(p.middle))}
 	var rps, p50, p99 []float64
 	cpu := make([]time.Duration, len(p.middle))
 	for _, r := range rs {
@@ -46,6 +47,11 @@ func (b *trafficRunner) stats(p *trafficPath, conc int) pathStats {
 		}
 		for i, c := range r.cpu {
 			cpu[i] += c
+		}
+		for i, c := range r.sys {
+			st.sys[i].reads += c.reads
+			st.sys[i].writes += c.writes
+			st.sys[i].switches += c.switches
 		}
 	}
 	st.rps, st.p50, st.p99 = median(rps), median(p50), median(p99)
@@ -115,6 +121,7 @@ func (b *trafficRunner) report(took time.Duration) string {
 		}
 	}
 	fmt.Fprintln(&w)
+	b.writeCounts(&w)
 	if len(b.bulk) > 0 {
 		fmt.Fprintf(&w, "## Bulk transfer, %s each way (one transfer per path, net/http's client, HTTP/1.1)\n\n", fmtSize(b.cfg.bulk))
 		fmt.Fprintf(&w, "| path | direction | MB/s | vs direct | edgeplane RSS before → peak | error |\n|---|---|--:|--:|---|---|\n")
@@ -134,15 +141,17 @@ func (b *trafficRunner) report(took time.Duration) string {
 		fmt.Fprintln(&w)
 	}
 	if len(b.frpPairs) > 0 {
-		fmt.Fprintf(&w, "## 256 MiB downloads, http endpoint against frp (%d back-to-back pairs)\n\n| pair | %s MB/s | %s MB/s | ratio | CPU µs/MB, edgeplane + agent | CPU µs/MB, frps + frpc |\n|--:|--:|--:|--:|--:|--:|\n", len(b.frpPairs), pathHTTPEndpoint, pathFrp)
+		fmt.Fprintf(&w, "## 256 MiB downloads, http endpoint against frp (%d back-to-back pairs)\n\n| pair | %s MB/s | %s MB/s | ratio | CPU µs/MB, edgeplane + agent | CPU µs/MB, frps + frpc | system calls / switches per MB, edgeplane + agent | the same, frps + frpc |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n", len(b.frpPairs), pathHTTPEndpoint, pathFrp)
 		for i, p := range b.frpPairs {
 			ratio := "—"
 			if p[0].err == nil && p[1].err == nil && p[1].mbps() > 0 {
 				ratio = fmt.Sprintf("%.2f×", p[0].mbps()/p[1].mbps())
 			}
-			fmt.Fprintf(&w, "| %d | %.0f | %.0f | %s | %.0f | %.0f |\n", i+1, p[0].mbps(), p[1].mbps(), ratio, p[0].cpuPerMB(), p[1].cpuPerMB())
+			fmt.Fprintf(&w, "| %d | %.0f | %.0f | %s | %.0f | %.0f | %.0f / %.0f | %.0f / %.0f |\n", i+1, p[0].mbps(), p[1].mbps(), ratio, p[0].cpuPerMB(), p[1].cpuPerMB(),
+				p[0].perMB(p[0].syscalls), p[0].perMB(p[0].switches), p[1].perMB(p[1].syscalls), p[1].perMB(p[1].switches))
 		}
-		fmt.Fprintln(&w, "\nCPU µs/MB is the CPU time (user + system) of the two processes between client and upstream during the download, per MB moved.")
+		fmt.Fprintln(&w, "\nCPU µs/MB is the CPU time (user + system) of the two processes between client and upstream during the download, per MB moved;"+
+			" system calls are those that read or write (/proc/<pid>/io), switches the context switches of all their threads, both per MB.")
 		fmt.Fprintln(&w)
 	}
 	b.extraReport(&w)
@@ -240,4 +249,31 @@ func (b *trafficRunner) targets() []trafficTarget {
 			measured: fmt.Sprintf("%.0f%% (%.0f vs %.0f MB/s; edgeplane RSS %d → %d MB)", 100*v, e.t.mbps(), d.t.mbps(), e.t.rss>>20, e.t.peak>>20)})
 	}
 	return out
+}
+
+// writeCounts renders the system calls and context switches per request of the middle processes
+// of each path, over all its rounds.
+func (b *trafficRunner) writeCounts(w *strings.Builder) {
+	fmt.Fprintf(w, "System calls and context switches per request, over all rounds, of the processes between client and\n")
+	fmt.Fprintf(w, "upstream (reads and writes from `/proc/<pid>/io`, every thread's context switches, voluntary and forced):\n\n")
+	fmt.Fprintf(w, "| path | c | reads | writes | context switches |\n|---|--:|---|---|---|\n")
+	for _, c := range b.cfg.conc {
+		for _, p := range b.paths {
+			st := b.stats(p, c)
+			if len(p.middle) == 0 || st.n == 0 {
+				continue
+			}
+			per := func(f func(procCounts) int64) string {
+				parts := make([]string, len(st.sys))
+				for i, pc := range st.sys {
+					parts[i] = fmt.Sprintf("%.2f", float64(f(pc))/float64(st.n))
+				}
+				return strings.Join(parts, " + ")
+			}
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", p.name, c,
+				per(func(pc procCounts) int64 { return pc.reads }), per(func(pc procCounts) int64 { return pc.writes }),
+				per(func(pc procCounts) int64 { return pc.switches }))
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/serving"
 )
 
 // emptyIsValue lists the environment variables whose empty value means something of its own, as
@@ -89,30 +91,18 @@ func splitList(s string) []string {
 	return out
 }
 
-// newLogger makes the process logger: text (logfmt-like) or JSON lines on stderr. Durations are
-// written as Go durations ("15s") in both formats; slog's JSON handler would write nanoseconds.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+// newLogger makes the process logger: text (logfmt-like) or JSON lines, written by w. Durations
+// are written as Go durations ("15s") in both formats; slog's JSON handler would write
+// nanoseconds.
+func newLogger(w *serving.LogWriter, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		opts.ReplaceAttr = readableDuration
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	if format != "text" && format != "json" {
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}
-
-// readableDuration is a slog ReplaceAttr that writes a duration as its String form.
-func readableDuration(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
-	}
-	return a
+	return serving.NewLogger(w, format, lv)
 }
 
 // errReported is returned by run when the error has already been written (as a JSON log

@@ -70,8 +70,8 @@ func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
 			"most labeled tunnels one account holds on this replica; more are refused with ERR_NGROK_5000; 0 for no limit (env EDGEPLANE_AGENT_MAX_LABELED_TUNNELS_PER_ACCOUNT)"),
 		labelBytes: fs.Int("agent-max-label-bytes", envInt("EDGEPLANE_AGENT_MAX_LABEL_BYTES", defaultLabelBytes),
 			"most bytes of one labeled tunnel's labels, keys and values together; more are refused with ERR_NGROK_301; 0 for no limit beyond 32 labels of 256 bytes (env EDGEPLANE_AGENT_MAX_LABEL_BYTES)"),
-		windowBudgetMiB: fs.Int("agent-window-budget-mib", envInt("EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", 0),
-			"MiB that proxy streams' auto-tuned windows may hold beyond the agents' 256 KiB stream window, all sessions together: a download whose public client keeps up grows its window up to 4 MiB out of it; 0, the default, keeps every stream at 256 KiB; 64 is a sensible budget when on (env EDGEPLANE_AGENT_WINDOW_BUDGET_MIB)"),
+		windowBudgetMiB: fs.Int("agent-window-budget-mib", envInt("EDGEPLANE_AGENT_WINDOW_BUDGET_MIB", tunnel.DefaultWindowBudget>>20),
+			"MiB that proxy streams' auto-tuned windows may hold beyond the agents' 256 KiB stream window, all sessions together: a download whose public client keeps up grows its window up to 4 MiB out of it, and one account may hold at most half, n accounts 1/(n+1) each; 0 keeps every stream at 256 KiB (env EDGEPLANE_AGENT_WINDOW_BUDGET_MIB)"),
 		fs: fs,
 	}
 }

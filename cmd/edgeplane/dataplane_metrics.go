@@ -36,6 +36,16 @@ var (
 	policyLogsDesc = prometheus.NewDesc("edgeplane_policy_log_records_total",
 		"Records of traffic policies' log actions, by result: written to the log, or dropped (the account's policies over their bound of records per second).",
 		[]string{"result"}, nil)
+	windowBudgetDesc = prometheus.NewDesc("edgeplane_agent_window_budget_bytes",
+		"Bytes beyond the agents' 256 KiB stream window that proxy streams' auto-tuned windows may hold at once (--agent-window-budget-mib; 0: off).", nil, nil)
+	windowHeldDesc = prometheus.NewDesc("edgeplane_agent_window_held_bytes",
+		"Bytes of the window budget proxy streams hold now.", nil, nil)
+	windowPeakDesc = prometheus.NewDesc("edgeplane_agent_window_held_peak_bytes",
+		"The most bytes of the window budget proxy streams held at once since the start.", nil, nil)
+	windowAccountPeakDesc = prometheus.NewDesc("edgeplane_agent_window_account_peak_bytes",
+		"The most bytes of the window budget any one account's streams held at once since the start (an account alone may hold half the budget, n accounts 1/(n+1) each).", nil, nil)
+	windowAccountsDesc = prometheus.NewDesc("edgeplane_agent_window_accounts",
+		"Accounts whose proxy streams hold some of the window budget now.", nil, nil)
 	planRebuildsDesc = prometheus.NewDesc("edgeplane_plan_rebuilds_total",
 		"Routing plans swapped in (at start, on each change of edges, routes, backends, policies, domains or certificates, and every 30 s).", nil, nil)
 )
@@ -110,12 +120,13 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// dataPlaneCollector reports the running data plane's sessions, tunnels, public requests and
-// errors, and plan swaps.
+// dataPlaneCollector reports the running data plane's sessions, tunnels, window budget, public
+// requests and errors, and plan swaps.
 type dataPlaneCollector struct{ d *dataPlane }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc} {
+	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc,
+		windowBudgetDesc, windowHeldDesc, windowPeakDesc, windowAccountPeakDesc, windowAccountsDesc} {
 		ch <- d
 	}
 }
@@ -124,6 +135,11 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	d := c.d
 	ch <- prometheus.MustNewConstMetric(agentSessionsDesc, prometheus.GaugeValue, float64(d.gw.Sessions()))
 	ch <- prometheus.MustNewConstMetric(agentTunnelsDesc, prometheus.GaugeValue, float64(d.gw.Registry.Tunnels()))
+	win, _ := d.gw.WindowBudget()
+	for desc, v := range map[*prometheus.Desc]int64{windowBudgetDesc: win.Limit, windowHeldDesc: win.Used,
+		windowPeakDesc: win.Peak, windowAccountPeakDesc: win.PeakAccount, windowAccountsDesc: int64(win.Accounts)} {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v))
+	}
 	overHTTP, overTLS := d.pub.Requests()
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overHTTP), "http")
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overTLS), "https")

@@ -29,7 +29,7 @@ var binPath string
 
 const (
 	stopTimeout = testproc.StopTimeout // from a signal until the process has exited
-	runTimeout  = 10 * time.Second     // one short command (apikey create, version, …)
+	runTimeout  = 60 * time.Second     // one short command (apikey create, version, …), under load
 )
 
 func TestMain(m *testing.M) { testproc.Main(m, ".", &binPath) }

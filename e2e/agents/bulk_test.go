@@ -62,7 +62,7 @@ func bulkHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestBulkDownloadEveryClient: a large download through each kind of agent arrives whole, with
-// edgeplane's auto-tuned proxy stream windows on (--agent-window-budget-mib; off by default): ngrok-go v1 and v2 and the 2.x
+// edgeplane's auto-tuned proxy stream windows on (--agent-window-budget-mib, on by default): ngrok-go v1 and v2 and the 2.x
 // agent binary, whose muxado uses credit beyond its own window and so get grown windows, and the
 // Node SDK (ngrok-rust's muxado, which caps its window at its own 256 KiB), kept at 256 KiB. With
 // every client allowed to grow, all four completed too, and the Node SDK's window never grew
@@ -70,7 +70,7 @@ func bulkHandler(w http.ResponseWriter, r *http.Request) {
 // belong to two accounts, downloading at the same time, so one account's grown windows share
 // the process's budget with the other's streams.
 func TestBulkDownloadEveryClient(t *testing.T) {
-	w := start(t, "--agent-window-budget-mib", "64")
+	w := start(t)
 	b := w.asAccount("bulk-b")
 	_, tokenA := w.credential()
 	_, tokenB := b.credential()

@@ -31,6 +31,11 @@ func TestMetrics(t *testing.T) {
 	}
 	m.want(`edgeplane_agent_sessions`, 0)
 	m.want(`edgeplane_agent_tunnels`, 0)
+	m.want(`edgeplane_agent_window_budget_bytes`, 32<<20) // the default --agent-window-budget-mib
+	for _, series := range []string{`edgeplane_agent_window_held_bytes`, `edgeplane_agent_window_held_peak_bytes`,
+		`edgeplane_agent_window_account_peak_bytes`, `edgeplane_agent_window_accounts`} {
+		m.want(series, 0)
+	}
 	// The codes an operator alerts on are there before their first answer, at 0 (no other
 	// test in this process answered with them: each test runs its own serve).
 	for _, code := range []string{"3200", "3210", "6515", "8012"} {

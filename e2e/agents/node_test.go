@@ -95,6 +95,13 @@ type jsonEvent struct {
 // or the first error. The process ends with the test.
 func (w *world) runNodeSDK(mode, token, domain string) []jsonEvent {
 	w.t.Helper()
+	return w.runNodeSDKVia(w.agent, mode, token, domain)
+}
+
+// runNodeSDKVia is runNodeSDK with the SDK connecting to agentAddr (a relay to the agent
+// listener) instead.
+func (w *world) runNodeSDKVia(agentAddr, mode, token, domain string) []jsonEvent {
+	w.t.Helper()
 	dir := npmInstall(w.t)
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -104,7 +111,7 @@ func (w *world) runNodeSDK(mode, token, domain string) []jsonEvent {
 	if err := os.WriteFile(caFile, w.caPEM, 0o600); err != nil {
 		w.t.Fatal(err)
 	}
-	cmd := exec.Command(node, filepath.Join(dir, "sdk.js"), mode, w.agent, caFile, token, domain)
+	cmd := exec.Command(node, filepath.Join(dir, "sdk.js"), mode, agentAddr, caFile, token, domain)
 	cmd.Dir = dir
 	stdout, stderr := w.startClient(cmd, "node sdk.js")
 	var events []jsonEvent

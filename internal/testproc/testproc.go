@@ -19,10 +19,13 @@ import (
 	"time"
 )
 
-// Timeouts of the processes tests start.
+// Timeouts of the processes tests start. They bound a failure, never a passing test (each wait
+// ends at the answer it waits for), so they are sized for CI's two cores shared with every
+// package's tests at once: there a server on a new PostgreSQL schema once logged nothing for
+// 10 s at a load of 38, its migrations and first keys taking that long.
 const (
-	StartTimeout = 10 * time.Second // until the server logs its listening line
-	StopTimeout  = 5 * time.Second  // from a signal or kill until the process has exited
+	StartTimeout = 60 * time.Second // until the server logs its listening line
+	StopTimeout  = 30 * time.Second // from a signal or kill until the process has exited
 )
 
 // TokenSentence is part of what serve prints with the bootstrap token of an empty database.
