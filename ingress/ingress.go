@@ -77,6 +77,11 @@ type Config struct {
 	Plan func() *plan.Plan
 	// TCPHost is the address TCP endpoints listen on (--tcp-listen-host).
 	TCPHost string
+	// SharePortsUntil is, for a process a handover started, when it stops opening TCP ports
+	// beside the sockets another process of its user holds (its predecessor's, until that one's
+	// agents have moved and it exits). Zero for any other process: it refuses a port another
+	// socket holds, even one opened with SO_REUSEPORT (ListenTCP).
+	SharePortsUntil time.Time
 	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
 	// system's (--outbound-ca adds to them).
 	OutboundRoots *x509.CertPool

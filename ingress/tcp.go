@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/edgeplane/edgeplane/inspect"
 	"github.com/edgeplane/edgeplane/internal/netx"
@@ -15,10 +16,26 @@ import (
 // account from their accepting (netx.Limiter.ListenAccount): past the account's share of the
 // public connections, a new one is closed at once, before it takes anybody's slot. A port in
 // use by something else fails at once with the listener's error, which the agent's bind
-// reports.
+// reports (a random port's bind then tries another).
+//
+// The listener is opened with SO_REUSEPORT so that a handover's successor can open the same
+// port beside this process. But Linux lets any socket of the same user share such a port, and
+// then splits the port's connections between the two: another edgeplane of the same user (a
+// second deployment on the host) would silently receive some of this one's tenants'
+// connections. So unless this process may still share its predecessor's ports
+// (Config.SharePortsUntil), the port is first bound without the option, which fails while any
+// other socket holds it.
 func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.Closer, error) {
+	addr := net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port))
+	if !time.Now().Before(s.cfg.SharePortsUntil) {
+		probe, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		probe.Close()
+	}
 	lc := net.ListenConfig{Control: reusePort}
-	ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port)))
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

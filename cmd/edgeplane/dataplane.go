@@ -141,15 +141,18 @@ type dataPlane struct {
 	outboundRoots            *x509.CertPool
 	// outboundAllowPrivate is --outbound-allow-private.
 	outboundAllowPrivate bool
-	oauthApps            map[string]enforce.OAuthApp
-	oauthEndpoints       map[string]enforce.OAuthEndpoints
-	bindSignIn           plan.BindSignInLimits
-	gw                   *tunnel.Gateway
-	pub                  *ingress.Server
-	planner              *plan.Planner
-	certs                *certmgr.Manager
-	dns                  *dnsSockets // nil without --dns-listen
-	closeOnce            sync.Once
+	// sharePortsUntil is, in a process a handover started, when it stops opening TCP ports
+	// beside its predecessor's (ingress.Config.SharePortsUntil).
+	sharePortsUntil time.Time
+	oauthApps       map[string]enforce.OAuthApp
+	oauthEndpoints  map[string]enforce.OAuthEndpoints
+	bindSignIn      plan.BindSignInLimits
+	gw              *tunnel.Gateway
+	pub             *ingress.Server
+	planner         *plan.Planner
+	certs           *certmgr.Manager
+	dns             *dnsSockets // nil without --dns-listen
+	closeOnce       sync.Once
 	// agent and public count the agent listener's and the public listeners' connections, TCP
 	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
 	agent, public *netx.Limiter
@@ -314,6 +317,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Recorder:             rec,
 		Certificate:          certs.Certificate,
 		TCPHost:              *f.tcpListenHost,
+		SharePortsUntil:      d.sharePortsUntil,
 		OutboundRoots:        d.outboundRoots,
 		OutboundAllowPrivate: d.outboundAllowPrivate,
 		Limiter:              d.public,

@@ -264,6 +264,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	socks.dp.inspect = cfg.console.recorder()
+	if socks.set.in.ready != nil {
+		// The predecessor holds its TCP endpoints' ports until its agents have moved: at most
+		// until it sees this process ready, then its drain.
+		socks.dp.sharePortsUntil = time.Now().Add(handoverReadyTimeout + cfg.drainTimeout + 30*time.Second)
+	}
 	if err := socks.dp.start(ctx, cfg.dp, st, settings, log); err != nil {
 		return err
 	}
