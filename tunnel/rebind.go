@@ -30,6 +30,10 @@ type rebinds struct {
 	mu    sync.Mutex
 	byRow map[string]pendingBind
 	byKey map[endpointKey]int
+	// bySession are each session's pending rows (by id), so that its binds and its end look
+	// at its own rows only: after a replica's restart thousands of agents take rows over at
+	// once, and a scan of every pending row per bind would grow with their square.
+	bySession map[*session]map[string]endpointKey
 	// changed is closed, and replaced, whenever a row stops pending.
 	changed chan struct{}
 }
@@ -41,7 +45,8 @@ type pendingBind struct {
 }
 
 func newRebinds() *rebinds {
-	return &rebinds{byRow: map[string]pendingBind{}, byKey: map[endpointKey]int{}, changed: make(chan struct{})}
+	return &rebinds{byRow: map[string]pendingBind{}, byKey: map[endpointKey]int{},
+		bySession: map[*session]map[string]endpointKey{}, changed: make(chan struct{})}
 }
 
 // expectRebinds records the rows s took over, and deletes those its agent has not bound
@@ -51,16 +56,7 @@ func (g *Gateway) expectRebinds(s *session, took store.Takeover) {
 		return
 	}
 	r := g.rebinds
-	r.mu.Lock()
-	for _, k := range took.Tunnels {
-		if k.Proto == "" || k.Name == "" {
-			continue
-		}
-		key := endpointKey{k.Proto, strings.ToLower(k.Name)}
-		r.byRow[k.ID] = pendingBind{s: s, key: key}
-		r.byKey[key]++
-	}
-	r.mu.Unlock()
+	r.take(s, took.Tunnels)
 	time.AfterFunc(g.moveWait, func() {
 		select {
 		case <-s.done:
@@ -78,6 +74,30 @@ func (g *Gateway) expectRebinds(s *session, took store.Takeover) {
 	})
 }
 
+// take records the rows s took over as pending; a row another session of the agent had taken
+// before is s's now.
+func (r *rebinds) take(s *session, rows []store.KeptTunnel) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range rows {
+		if k.Proto == "" || k.Name == "" {
+			continue
+		}
+		key := endpointKey{k.Proto, strings.ToLower(k.Name)}
+		if old, ok := r.byRow[k.ID]; ok {
+			r.drop(k.ID, old) // taken over again, by the agent's newer session
+		}
+		r.byRow[k.ID] = pendingBind{s: s, key: key}
+		r.byKey[key]++
+		mine := r.bySession[s]
+		if mine == nil {
+			mine = map[string]endpointKey{}
+			r.bySession[s] = mine
+		}
+		mine[k.ID] = key
+	}
+}
+
 // adopt gives t the id of a row its session took over for the same endpoint and that is not
 // bound again yet, when t presents another (an agent that does not send its bind's token
 // back): the row is that bind's, and another row of the endpoint would refuse it.
@@ -91,8 +111,8 @@ func (r *rebinds) adopt(s *session, t *Tunnel) {
 	if p, ok := r.byRow[t.rowID]; ok && p.s == s {
 		return
 	}
-	for id, p := range r.byRow {
-		if p.s == s && p.key == key {
+	for id, k := range r.bySession[s] {
+		if k == key {
 			t.rowID = id
 			return
 		}
@@ -114,8 +134,8 @@ func (r *rebinds) forgetSession(s *session) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	found := false
-	for id, p := range r.byRow {
-		if p.s == s {
+	for id := range r.bySession[s] {
+		if p, ok := r.byRow[id]; ok {
 			r.drop(id, p)
 			found = true
 		}
@@ -131,6 +151,11 @@ func (r *rebinds) drop(id string, p pendingBind) {
 	delete(r.byRow, id)
 	if r.byKey[p.key]--; r.byKey[p.key] <= 0 {
 		delete(r.byKey, p.key)
+	}
+	if rows := r.bySession[p.s]; rows != nil {
+		if delete(rows, id); len(rows) == 0 {
+			delete(r.bySession, p.s)
+		}
 	}
 }
 
