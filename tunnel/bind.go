@@ -272,14 +272,29 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	if err != nil || host == "" || perr != nil || port < 1 || port > 65535 {
 		return refuse(ep.AgentCodeBadBind, "The address %q is not host:port.", addr)
 	}
-	if ok, _ := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Addr: addr}); !ok {
-		return refuse(ep.AgentCodeACLAddr, "The credential ACL policy does not permit binding this address.\nCredential ID: %s\nAddress: %s", s.cred.ID, addr)
-	}
 	account, obj, found, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimAddr, addr)
 	if err != nil {
 		return refuse(ep.AgentCodeBadBind, "edgeplane cannot check the address right now; try again shortly.")
 	}
-	if !found || account != s.cred.AccountID {
+	// A reconnecting agent sends a random port's bind again with the address it was given
+	// (ngrok-go in the URL of the options echoed to it): the port is its own only while its
+	// session holds that bind's row, taken over on its return. Else any account could pick
+	// another's port while its agent reconnects.
+	back := !found && s.gw.rebinds.holds(s, endpointKey{"tcp", addr})
+	target := ep.ACLTarget{Addr: addr}
+	if back {
+		target = ep.ACLTarget{RandomTCP: true}
+	}
+	if ok, _ := ep.ACLPermits(s.currentACL(), target); !ok {
+		if back {
+			return refuse(ep.AgentCodeACLRandomTCP, "The credential ACL policy does not permit binding random TCP addresses.\nCredential ID: %s", s.cred.ID)
+		}
+		return refuse(ep.AgentCodeACLAddr, "The credential ACL policy does not permit binding this address.\nCredential ID: %s\nAddress: %s", s.cred.ID, addr)
+	}
+	if !back && (!found || account != s.cred.AccountID) {
+		if o.Addr == "" {
+			return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s of the URL is not a reserved address of your account, nor a random address this agent still holds (one is held for %v after its agent disconnects): listen again without it for a new random address, or reserve one with POST /reserved_addrs.", addr, s.gw.moveWait)
+		}
 		return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s is not a reserved address of your account: reserve one with POST /reserved_addrs.", addr)
 	}
 	if _, _, used, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimHostport, addr); err == nil && used {

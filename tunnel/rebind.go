@@ -119,6 +119,19 @@ func (r *rebinds) adopt(s *session, t *Tunnel) {
 	}
 }
 
+// holds reports whether s took over a row of the endpoint that is not bound again yet: a
+// random tcp port's, which only its agent may bind again.
+func (r *rebinds) holds(s *session, key endpointKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range r.bySession[s] {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
 // bound says the bind of row id was made again, or refused: it is pending no more.
 func (r *rebinds) bound(id string) {
 	r.mu.Lock()
