@@ -105,6 +105,12 @@ type Config struct {
 	// endpoints and edges) may move no byte either way before both its sides are closed; zero
 	// is DefaultTCPIdleTimeout.
 	TCPIdle time.Duration
+	// BodyTimeout is the longest a public HTTP or HTTPS request's body may wait for its client's
+	// next bytes (an idle bound between reads, not a bound on the whole body: a long upload that
+	// keeps moving is never cut); past it, the request ends with 408 (BodyTimeoutCode) if no
+	// answer went out yet, its stream to the agent is closed, and so is the connection. Zero is
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Logger receives connection-level events; nil discards.
 	Logger *slog.Logger
 	// Recorder, when not nil, is told of every public request and connection an account's
@@ -132,6 +138,10 @@ const (
 	// never answers, a client that vanished without a FIN) ends instead of holding its slot
 	// for ever.
 	DefaultTCPIdleTimeout = 5 * time.Minute
+	// DefaultBodyTimeout is Config.BodyTimeout's default, nginx's client_body_timeout: long
+	// enough for any client that is still sending, short enough that a stalled one soon gives
+	// back its connection, handler and agent stream.
+	DefaultBodyTimeout = 60 * time.Second
 )
 
 // Server owns the public listeners and everything they started.
@@ -233,6 +243,13 @@ func (s *Server) idleTimeout() time.Duration {
 		return s.cfg.IdleTimeout
 	}
 	return DefaultIdleTimeout
+}
+
+func (s *Server) bodyTimeout() time.Duration {
+	if s.cfg.BodyTimeout > 0 {
+		return s.cfg.BodyTimeout
+	}
+	return DefaultBodyTimeout
 }
 
 func (s *Server) headerTimeout() time.Duration {

@@ -97,6 +97,8 @@ type dialInfo struct {
 	// part of this allocation, made for every request anyway.
 	rp     httputil.ReverseProxy
 	copies copyPool
+	// body is the request's body under the body timeout (bound), when it has one.
+	body idleBody
 }
 
 // Drainer is what an Endpoint of another replica that is draining after a handover also has:
@@ -281,6 +283,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 	info := &ctx.info
 	info.rp.BufferPool = &info.copies
 	r = r.WithContext(ctx)
+	info.bound(w, r, p.s.bodyTimeout())
 	r.URL.Host = t.key + ".c" + strconv.FormatUint(connID, 10)
 	info.rp.ServeHTTP(w, r)
 }
@@ -350,8 +353,14 @@ func clientIP(remoteAddr string) string {
 }
 
 // fail answers a request the agent (or a static backend) could not carry: 502 with
-// ERR_NGROK_8012, naming the class of a static backend's address the outbound guard refused.
+// ERR_NGROK_8012, naming the class of a static backend's address the outbound guard refused;
+// 408 when it was the client's body that stopped arriving (bodyTimedOut).
 func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if info, _ := r.Context().Value(dialKey).(*dialInfo); info != nil && info.body.timedOut() {
+		// Over HTTP/1 the failed read also cancelled the request's context: this comes first.
+		p.bodyTimedOut(w, r)
+		return
+	}
 	if errors.Is(err, context.Canceled) {
 		return // the client left
 	}

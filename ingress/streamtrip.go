@@ -175,7 +175,7 @@ var errNoContinue = errors.New("ingress: answered before the body was sent")
 // The request's context closing closes the stream, which ends any read or write on it.
 func (sc *streamConn) exchange(ctx context.Context, req *http.Request, info *dialInfo) (*http.Response, bool, error) {
 	stop := context.AfterFunc(ctx, sc.close)
-	x := &streamExchange{sc: sc, req: req, stop: stop, reuse: !req.Close && !info.once, ctx: ctx}
+	x := &streamExchange{sc: sc, req: req, stop: stop, reuse: !req.Close && !info.once, ctx: ctx, body: &info.body}
 	resp, err := x.run(ctx)
 	if err != nil {
 		stop()
@@ -203,8 +203,10 @@ type streamExchange struct {
 	ctx       context.Context
 	// responded is set once a final answer's headers are read.
 	responded atomic.Bool
-	// body is the answer's body (run), part of the exchange to save an allocation per request.
-	body streamBody
+	// answer is the answer's body (run), part of the exchange to save an allocation per request.
+	answer streamBody
+	// body is the client's body under the body timeout (dialInfo.bound).
+	body *idleBody
 }
 
 func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
@@ -223,10 +225,13 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 		go func() {
 			err := x.write()
 			x.wrote <- err
-			if err != nil && !x.responded.Load() {
+			if err != nil && (!x.responded.Load() || x.body.timedOut()) {
 				// A body that could not be sent whole (the client's was cut or malformed)
 				// ends the exchange, as with the Transport, rather than leave the agent
-				// waiting for the rest; after the answer's headers, the answer is let be.
+				// waiting for the rest; after the answer's headers, the answer is let be,
+				// unless the client stopped sending past the body timeout: then the stream
+				// is closed too, so the upstream sees its body end in an error (not a
+				// clean end) and the answer in progress ends with the connection.
 				sc.close()
 			}
 		}()
@@ -258,7 +263,7 @@ func (x *streamExchange) run(ctx context.Context) (*http.Response, error) {
 	if resp.Close {
 		x.reuse = false
 	}
-	body := &x.body
+	body := &x.answer
 	body.x, body.body = x, resp.Body
 	if resp.Body == http.NoBody {
 		body.release(true)
