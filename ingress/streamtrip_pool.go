@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -46,9 +47,12 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 // The head of a request with a body is held back (hold) until the body's first bytes, and
 // written with them: one frame to the agent where the head and the body were two, each a TLS
 // record and a system call on both sides, and for the agent a read, a window credit and often
-// a write to its upstream more. Nothing else waits: the body's first bytes are sent as soon as
-// a read of the client's body returns them, as before. A request that waits for 100-continue
-// is not held (its body comes only after the agent's answer to the head).
+// a write to its upstream more. It is held for headWait at most: a body whose first bytes are
+// slower than that (a client that stalls, or that waits for an answer before it sends) lets the
+// head go alone, so that the upstream sees the request and may answer it before its body (a 401
+// or a 413). Nothing else waits: the body's first bytes are sent as soon as a read of the
+// client's body returns them, as before. A request that waits for 100-continue is not held
+// (its body comes only after the agent's answer to the head).
 type streamWriter struct {
 	c net.Conn
 	// hold: keep the next Write (the request's head) until the body's first bytes.
@@ -56,7 +60,21 @@ type streamWriter struct {
 	// held is a buffer of the copy pool holding n bytes of head, nil when nothing is held.
 	held []byte
 	n    int
+	// timer sends a held head alone after headWait (sendHeld); made once per stream.
+	timer *time.Timer
+	// Under mu, between the writing goroutine and the timer: armed while the timer may still
+	// send the held head; sent once it has (with the error of its write).
+	mu      sync.Mutex
+	armed   bool
+	sent    bool
+	sentErr error
 }
+
+// headWait is how long a request's head waits for its body's first bytes. A client sends
+// its body right after its head, so the body's first bytes arrive within a round trip of
+// the head (Nagle's algorithm and a delayed ACK at worst); a body slower than that is a client
+// that stalls or waits.
+const headWait = 100 * time.Millisecond
 
 // maxHeldHead is the largest head held for its body: the rest of a copy buffer is room for the
 // body's first bytes.
@@ -70,7 +88,11 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 		w.hold = false
 		w.held = copyBuffers{}.Get()
 		w.n = copy(w.held, p)
+		w.arm()
 		return len(p), nil
+	}
+	if err := w.claim(); err != nil {
+		return 0, w.fail(err)
 	}
 	if w.n+len(p) <= len(w.held) {
 		w.n += copy(w.held[w.n:], p)
@@ -86,10 +108,20 @@ func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
 	buf := w.held
 	var sent int64
 	if buf != nil {
-		// The body's first bytes after the held head, in one write.
-		w.held = nil
+		// The body's first bytes after the held head, in one write, unless the timer has
+		// sent the head meanwhile (the read waited for the client longer than headWait).
 		k, err := r.Read(buf[w.n:])
-		if _, werr := w.c.Write(buf[:w.n+k]); werr != nil {
+		from := 0
+		if w.claimSent() {
+			from = w.n
+		}
+		w.held = nil
+		werr := w.sentErr
+		if werr == nil && from < w.n+k {
+			_, werr = w.c.Write(buf[from : w.n+k])
+		}
+		w.sentErr = nil
+		if werr != nil {
 			copyBuffers{}.Put(buf)
 			return 0, werr
 		}
@@ -109,15 +141,76 @@ func (w *streamWriter) ReadFrom(r io.Reader) (int64, error) {
 	return sent + k, err
 }
 
+// arm starts the wait of a held head for its body.
+func (w *streamWriter) arm() {
+	w.mu.Lock()
+	w.armed, w.sent, w.sentErr = true, false, nil
+	w.mu.Unlock()
+	if w.timer == nil {
+		w.timer = time.AfterFunc(headWait, w.sendHeld)
+	} else {
+		w.timer.Reset(headWait)
+	}
+}
+
+// sendHeld is the timer's: the head held for headWait goes alone.
+func (w *streamWriter) sendHeld() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.armed {
+		return // claimed by the writing goroutine first
+	}
+	w.armed = false
+	_, w.sentErr = w.c.Write(w.held[:w.n])
+	w.sent = true
+}
+
+// claimSent takes the held head back from the timer, and reports whether the timer had already
+// sent it (its error is then in sentErr). After it, the timer does nothing until the next arm.
+func (w *streamWriter) claimSent() bool {
+	w.timer.Stop()
+	w.mu.Lock()
+	w.armed = false
+	sent := w.sent
+	w.sent = false
+	w.mu.Unlock()
+	return sent
+}
+
+// claim is claimSent for a writer about to add to the held bytes or send them: a head the
+// timer sent is dropped from them (what is held is what is still to send).
+func (w *streamWriter) claim() error {
+	if w.held == nil || !w.claimSent() {
+		return nil
+	}
+	err := w.sentErr
+	w.sentErr = nil
+	w.n = 0
+	return err
+}
+
+// fail forgets a held head whose timer's write failed, and returns the error.
+func (w *streamWriter) fail(err error) error {
+	copyBuffers{}.Put(w.held)
+	w.held = nil
+	return err
+}
+
 // release writes a held head (a body that never came: the request's write is over).
 func (w *streamWriter) release() error {
 	w.hold = false
 	if w.held == nil {
 		return nil
 	}
+	if err := w.claim(); err != nil {
+		return w.fail(err)
+	}
 	buf := w.held
 	w.held = nil
-	_, err := w.c.Write(buf[:w.n])
+	var err error
+	if w.n > 0 {
+		_, err = w.c.Write(buf[:w.n])
+	}
 	copyBuffers{}.Put(buf)
 	return err
 }
@@ -126,6 +219,7 @@ func (w *streamWriter) release() error {
 func (w *streamWriter) drop() {
 	w.hold = false
 	if w.held != nil {
+		_ = w.claim()
 		copyBuffers{}.Put(w.held)
 		w.held = nil
 	}
