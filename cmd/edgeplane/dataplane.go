@@ -324,6 +324,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		IdleTimeout:          d.publicIdle,
 		HeaderTimeout:        d.iso.headerTimeout,
 		TCPIdle:              d.iso.tcpIdle,
+		BodyTimeout:          d.iso.bodyTimeout,
 		Logger:               log,
 	})
 	d.policyLog = enforce.NewPolicyLog(log)

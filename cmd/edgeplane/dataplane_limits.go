@@ -16,7 +16,7 @@ import (
 
 // Isolation between accounts on the data plane: how much of the public listeners' slots one
 // account's traffic may hold, how long a public client may take to start and a carried
-// connection may stay quiet, the quotas on what agents bind, and the log of connections closed
+// connection may stay quiet, how long a request's body may pause, the quotas on what agents bind, and the log of connections closed
 // to make room.
 
 // Defaults of the bind quotas: far above what a real agent binds (ngrok's paid plans start at a
@@ -40,8 +40,8 @@ const (
 // isolationFlags are serve's flags that keep one account's agents and clients from starving
 // the others.
 type isolationFlags struct {
-	publicPerAccount, tcpPerAccount *string // a number, or a share like 50%
-	headerTimeout, tcpIdle          *string
+	publicPerAccount, tcpPerAccount     *string // a number, or a share like 50%
+	headerTimeout, tcpIdle, bodyTimeout *string
 	bindsPerSession, bindsPerAccount,
 	tcpPerSession, labeledPerSession, labeledPerAccount, labelBytes *int
 	windowBudgetMiB *int
@@ -54,6 +54,8 @@ func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
 			"most public connections one account's endpoints and edges hold at once, a number or a share of --public-max-connections like 50%; beyond it a TCP connection is closed at once, a TLS one after its ClientHello, and an HTTP request is answered 429 ERR_NGROK_714; 0 for no limit (env EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_ACCOUNT)"),
 		headerTimeout: fs.String("public-header-timeout", env("EDGEPLANE_PUBLIC_HEADER_TIMEOUT", ingress.DefaultHeaderTimeout.String()),
 			"longest a public client may take to send an HTTP request head, or its TLS ClientHello and handshake (env EDGEPLANE_PUBLIC_HEADER_TIMEOUT)"),
+		bodyTimeout: fs.String("public-body-timeout", env("EDGEPLANE_PUBLIC_BODY_TIMEOUT", ingress.DefaultBodyTimeout.String()),
+			"longest a public HTTP request's body may wait for the client's next bytes (between reads, not for the whole body: an upload that keeps moving is never cut); past it the request is answered 408 ERR_NGROK_3220 (or cut, once its answer started), its stream to the agent and its connection closed (env EDGEPLANE_PUBLIC_BODY_TIMEOUT)"),
 		tcpIdle: fs.String("public-tcp-idle-timeout", env("EDGEPLANE_PUBLIC_TCP_IDLE_TIMEOUT", ingress.DefaultTCPIdleTimeout.String()),
 			"a connection of a TCP or TLS endpoint or edge that moves no byte either way for this long is closed (env EDGEPLANE_PUBLIC_TCP_IDLE_TIMEOUT)"),
 		bindsPerSession: fs.Int("agent-max-binds-per-session", envInt("EDGEPLANE_AGENT_MAX_BINDS_PER_SESSION", defaultBindsPerSession),
@@ -78,10 +80,10 @@ func addIsolationFlags(fs *flag.FlagSet) *isolationFlags {
 
 // isolation is the checked values of the isolation flags.
 type isolation struct {
-	publicPerAccount, tcpPerAccount share
-	headerTimeout, tcpIdle          time.Duration
-	quotas                          tunnel.Quotas // TCPPerAccount resolved by resolve
-	windowBudget                    int64         // bytes (tunnel.Config.WindowBudget)
+	publicPerAccount, tcpPerAccount     share
+	headerTimeout, tcpIdle, bodyTimeout time.Duration
+	quotas                              tunnel.Quotas // TCPPerAccount resolved by resolve
+	windowBudget                        int64         // bytes (tunnel.Config.WindowBudget)
 }
 
 // parse checks the flags; a bad value stops serve with a message naming the flag or its
@@ -122,6 +124,7 @@ func (f *isolationFlags) parse() (isolation, error) {
 	}{
 		{"public-header-timeout", *f.headerTimeout, ingress.DefaultHeaderTimeout, &iso.headerTimeout},
 		{"public-tcp-idle-timeout", *f.tcpIdle, ingress.DefaultTCPIdleTimeout, &iso.tcpIdle},
+		{"public-body-timeout", *f.bodyTimeout, ingress.DefaultBodyTimeout, &iso.bodyTimeout},
 	} {
 		v, err := time.ParseDuration(d.text)
 		if err != nil || v <= 0 {

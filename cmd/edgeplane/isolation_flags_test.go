@@ -20,6 +20,8 @@ func TestIsolationSettingsAreChecked(t *testing.T) {
 		{nil, []string{"--public-max-connections-per-account", "150%"}, `--public-max-connections-per-account must be a whole number of at least 0 or a percentage like 50%, got "150%"`},
 		{[]string{"EDGEPLANE_PUBLIC_MAX_CONNECTIONS_PER_ACCOUNT=-3"}, nil, `--public-max-connections-per-account must be a whole number of at least 0 or a percentage like 50%, got "-3"`},
 		{nil, []string{"--public-header-timeout", "0s"}, `--public-header-timeout must be a positive duration like 10s, got "0s"`},
+		{nil, []string{"--public-body-timeout", "-1s"}, `--public-body-timeout must be a positive duration like 1m0s, got "-1s"`},
+		{[]string{"EDGEPLANE_PUBLIC_BODY_TIMEOUT=60"}, nil, `--public-body-timeout must be a positive duration like 1m0s, got "60"`},
 		{[]string{"EDGEPLANE_PUBLIC_TCP_IDLE_TIMEOUT=forever"}, nil, `--public-tcp-idle-timeout must be a positive duration like 5m0s, got "forever"`},
 		{nil, []string{"--agent-max-binds-per-session", "-1"}, "--agent-max-binds-per-session must be at least 0, got -1"},
 		{[]string{"EDGEPLANE_AGENT_MAX_BINDS_PER_ACCOUNT=lots"}, nil, `EDGEPLANE_AGENT_MAX_BINDS_PER_ACCOUNT must be a whole number of at least 0, got "lots"`},
