@@ -214,6 +214,14 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 	return &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			count.Add(1)
+			if r.Body != nil && r.Body != http.NoBody {
+				// The body's reads are bounded from its head on, also when no read of it goes
+				// through the proxy's idle bound (dialInfo.bound): a request answered here (an
+				// unknown host, a refusal, a redirect) has what is left of its body read by
+				// net/http before or after its answer, which would otherwise wait on a client
+				// that stopped sending for ever.
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout()))
+			}
 			if rec := s.cfg.Recorder; rec != nil {
 				s.proxy.record(w, r, proto, rec)
 				return

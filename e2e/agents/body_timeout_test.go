@@ -186,6 +186,26 @@ func TestPublicBodyTimeout(t *testing.T) {
 		}
 	})
 
+	t.Run("stalled, answered without the agent", func(t *testing.T) {
+		// An unknown host's 404: net/http reads the rest of the body before the answer, and
+		// waits no longer than the body timeout for it.
+		conn, br, since := bw.send(t, "POST / HTTP/1.1\r\nHost: nobody.edgeplane.app\r\nContent-Length: 1000\r\n\r\n", "")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("ngrok-error-code") != "ERR_NGROK_3200" {
+			t.Errorf("%d %s, want 404 ERR_NGROK_3200", resp.StatusCode, resp.Header.Get("ngrok-error-code"))
+		}
+		if took := time.Since(since); took < bodyTimeout {
+			t.Errorf("answered after %v: the body was not waited for", took)
+		}
+		if !closedWithin(conn, eventuallyFloor) {
+			t.Errorf("the connection stayed open after the answer")
+		}
+	})
+
 	t.Run("stalled over HTTP/2", func(t *testing.T) {
 		pr, pw := io.Pipe()
 		defer pw.Close()
