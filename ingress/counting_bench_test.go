@@ -31,7 +31,7 @@ func BenchmarkPlainHTTPCounting(b *testing.B) {
 		name  string
 		serve func(*Server, net.Listener) error
 	}{{"counting=off", uncounted}, {"counting=on", (*Server).ServeHTTP}} {
-		b.Run(c.name, func(b *testing.B) { benchPublicRequests(b, uln.Addr().String(), nil, c.serve) })
+		b.Run(c.name, func(b *testing.B) { benchPublicRequests(b, uln.Addr().String(), nil, c.serve, false) })
 	}
 }
 

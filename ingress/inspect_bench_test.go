@@ -35,7 +35,8 @@ func (e *upstreamEndpoint) Dial(ctx context.Context, _, _, _ string, _ bool) (ne
 // BenchmarkPublicRequest measures a public request through the HTTP listener to an endpoint
 // (client, listener and upstream in this process) with the traffic inspector off and on:
 // "cpu-ns/op" is the CPU time of the whole process per request, steadier than the wall time
-// on a shared machine; the difference between the two is what recording costs. The inspector's
+// on a shared machine; the difference between the two is what recording costs. The post row
+// sends a 300-byte body with each request (its head held for the body: one frame upstream). The inspector's
 // ring is full (its bound of entries reached) for most of the run, as in a deployment.
 //
 //	go test -run XXX -bench PublicRequest -benchtime 20000x -count 5 ./ingress/
@@ -53,18 +54,20 @@ func BenchmarkPublicRequest(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		rec  Recorder
+		post bool
 	}{
-		{"inspector=off", nil},
-		{"inspector=on", inspect.NewRecorder(inspect.Config{Replica: "rep_bench"})},
+		{"inspector=off", nil, false},
+		{"inspector=on", inspect.NewRecorder(inspect.Config{Replica: "rep_bench"}), false},
+		{"inspector=off/post", nil, true},
 	} {
-		b.Run(c.name, func(b *testing.B) { benchPublicRequests(b, uln.Addr().String(), c.rec, (*Server).ServeHTTP) })
+		b.Run(c.name, func(b *testing.B) { benchPublicRequests(b, uln.Addr().String(), c.rec, (*Server).ServeHTTP, c.post) })
 	}
 }
 
 // benchPublicRequests runs parallel keep-alive requests through a public listener that serve
 // runs on a new server whose one endpoint is the upstream at upstream; rec is its inspector
 // (nil: off). "cpu-ns/op" is the whole process's CPU time per request.
-func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func(*Server, net.Listener) error) {
+func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func(*Server, net.Listener) error, post bool) {
 	ep := &upstreamEndpoint{addr: upstream}
 	s := New(Config{Recorder: rec, Lookup: func(proto, host string) Endpoint {
 		if proto == "http" && host == "app.example.com" {
@@ -76,6 +79,10 @@ func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func
 	defer client.CloseIdleConnections()
 	get := func() {
 		req, _ := http.NewRequest("GET", "http://app.example.com/orders/42?page=1", nil)
+		if post {
+			// A small POST, its head and body sent together as clients send them.
+			req, _ = http.NewRequest("POST", "http://app.example.com/orders", strings.NewReader(benchPostBody))
+		}
 		req.Header.Set("User-Agent", "bench/1.0")
 		req.Header.Set("Accept", "text/plain")
 		req.Header.Set("Authorization", "Bearer not-kept")
@@ -91,6 +98,9 @@ func benchPublicRequests(b *testing.B, upstream string, rec Recorder, serve func
 	}
 	benchParallel(b, 2000, get)
 }
+
+// benchPostBody is the body of the benchmark's small POSTs.
+var benchPostBody = strings.Repeat("p", 300)
 
 // answerEndpoint is an endpoint whose handler answers itself, so that a benchmark sees the
 // listener's routing and, with the inspector on, the recording, and nothing else.
