@@ -171,3 +171,87 @@ func TestLabeledRowsNotBoundAgainGo(t *testing.T) {
 		t.Errorf("account b's group: %q, %v", body, err)
 	}
 }
+
+// TestLabeledMoveWithinAccountQuota: an account at its quota of tunnels on every replica (one,
+// counted from the store's rows) moves its labeled tunnel from A to B: the row B took over is
+// the one the agent binds again, so the bind adds no row and is not refused; the tunnel comes
+// back with its row's id and serves. Account b, at the same quota with a labeled tunnel of the
+// same labels on C, still has a second tunnel refused.
+func TestLabeledMoveWithinAccountQuota(t *testing.T) {
+	c := newCluster(t)
+	c.quotas = Quotas{BindsPerAccount: 1}
+	w := &moveWorld{c: c}
+	w.a = c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
+	w.b = c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
+	w.x = c.replica("rep_c", "127.0.0.4", 20*time.Millisecond)
+	w.pool = replicaPool(t, w.a, w.b)
+	accA, accB := c.accounts["a"], c.accounts["b"]
+	labeledAgent(t, c, w.pool, "a", w.gate(w.b.agentAddr, true))
+	labeledAgent(t, c, replicaPool(t, w.x), "b", &gateDialer{first: w.x.agentAddr, next: w.x.agentAddr, open: make(chan struct{})})
+	waitFor(t, "C routes a's group to A", func() bool { return len(labeledOn(w.x, accA, "rep_a")) == 1 })
+	rowID := labeledOn(w.x, accA, "rep_a")[0].(*remoteTunnel).row.ID
+
+	w.drainA(t)
+	waitFor(t, "a's tunnel bound again on B", func() bool { return len(labeledOn(w.b, accA, "")) == 1 })
+	if got := labeledOn(w.b, accA, "")[0].(*Tunnel).rowID; got != rowID {
+		t.Errorf("a's tunnel came back on B with row %s, want its row %s", got, rowID)
+	}
+	if n, err := c.st.CountAgentTunnels(context.Background(), accA); err != nil || n != 1 {
+		t.Errorf("account a's rows after the move: %d, %v; want its one", n, err)
+	}
+	waitFor(t, "C routes a's group to B", func() bool { return len(labeledOn(w.x, accA, "rep_b")) == 1 })
+	if body, err := request(t, labeledOn(w.x, accA, "rep_b")[0], "group.example", "192.0.2.7:7"); err != nil || !strings.HasPrefix(body, "a ") {
+		t.Errorf("a's group after the move: %q, %v", body, err)
+	}
+	_, err := w.x.connect("b").Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "mover")))
+	if err == nil || !strings.Contains(err.Error(), "limited to 1") {
+		t.Errorf("account b's second labeled tunnel at its quota: %v, want the account's limit", err)
+	}
+	if got := w.x.gw.Labeled(accB, moveLabels); len(got) != 1 {
+		t.Errorf("C's group of account b: %d tunnels, want b's one", len(got))
+	}
+}
+
+// TestNamedMoveWithinAccountQuota: the same for a named bind, which presents its row's id (its
+// token) again: an account at its quota of one tunnel moves its endpoint from A to B, and the
+// bind is made again on its row on the agent's first session there, not refused (ngrok-go would
+// then connect again, its row deleted with the session it left). Account b, at the same quota
+// on C, still has a second endpoint refused.
+func TestNamedMoveWithinAccountQuota(t *testing.T) {
+	c := newCluster(t)
+	c.quotas = Quotas{BindsPerAccount: 1}
+	w := &moveWorld{c: c}
+	w.a = c.replica("rep_a", "127.0.0.2", 20*time.Millisecond)
+	w.b = c.replica("rep_b", "127.0.0.3", 20*time.Millisecond)
+	w.x = c.replica("rep_c", "127.0.0.4", 20*time.Millisecond)
+	w.pool = replicaPool(t, w.a, w.b)
+	host := "quota-a.edgeplane.app"
+	moving := w.gate(w.b.agentAddr, true)
+	gatedAgent(t, c, w.pool, "a", host, moving)
+	gatedAgent(t, c, replicaPool(t, w.x), "b", "quota-b.edgeplane.app",
+		&gateDialer{first: w.x.agentAddr, next: w.x.agentAddr, open: make(chan struct{})})
+	waitFor(t, "C routes "+host+" to A", func() bool {
+		r, ok := w.x.gw.Endpoint("http", host).(*remoteTunnel)
+		return ok && r.replica == "rep_a"
+	})
+	rowID := w.x.gw.Endpoint("http", host).(*remoteTunnel).row.ID
+
+	w.drainA(t)
+	waitFor(t, host+" bound again on B", func() bool {
+		local, _ := w.b.gw.groups("http", host)
+		return local != nil
+	})
+	if local, _ := w.b.gw.groups("http", host); local.tunnels[0].rowID != rowID {
+		t.Errorf("%s came back on B with row %s, want its row %s", host, local.tunnels[0].rowID, rowID)
+	}
+	if body, err := request(t, w.b.gw.Endpoint("http", host), host, "192.0.2.7:7"); err != nil || !strings.HasPrefix(body, "a ") {
+		t.Errorf("%s after the move: %q, %v", host, body, err)
+	}
+	if n := moving.dials.Load(); n != 2 {
+		t.Errorf("a's agent connected %d times, want twice (to A, then once to B): a refused bind makes it connect again", n)
+	}
+	_, err := w.x.connect("b").Listen(context.Background(), config.HTTPEndpoint(config.WithDomain("quota-b2.edgeplane.app")))
+	if err == nil || !strings.Contains(err.Error(), "limited to 1") {
+		t.Errorf("account b's second endpoint at its quota: %v, want the account's limit", err)
+	}
+}

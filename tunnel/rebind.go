@@ -161,6 +161,25 @@ func (r *rebinds) adopt(s *session, t *Tunnel) {
 	}
 }
 
+// retakes reports whether a bind of s presenting rowID (a named bind's token), or a labeled
+// tunnel's with labels, would take a row s took over and that is not bound again yet: such a
+// bind writes no new row, so the account's count of rows, which holds that row already, is no
+// reason to refuse it.
+func (r *rebinds) retakes(s *session, rowID string, labels map[string]string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if labels == nil {
+		p, ok := r.byRow[rowID]
+		return ok && p.s == s && p.labels == nil
+	}
+	for _, p := range r.bySession[s] {
+		if p.labels != nil && !p.claimed && maps.Equal(p.labels, labels) {
+			return true
+		}
+	}
+	return false
+}
+
 // holds reports whether s took over a row of the endpoint that is not bound again yet: a
 // random tcp port's, which only its agent may bind again.
 func (r *rebinds) holds(s *session, key endpointKey) bool {
