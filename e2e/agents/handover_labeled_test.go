@@ -88,31 +88,13 @@ func newReconnectHolder(t *testing.T, w *world, hold time.Duration) (*reconnectH
 func TestHandoverLabeledTunnelUnderLoad(t *testing.T) {
 	w := start(t, "--drain-timeout", "10s")
 	wb := w.asAccount("labeled-mover-b")
-	labels := map[string]string{"edge": "mover"}
-	edge := func(w *world, host string) {
-		t.Helper()
-		w.reserveDomain(host)
-		group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": labels})
-		e := w.mustCreate("/edges/https", map[string]any{"hostports": []string{host + ":443"}})
-		w.mustCreate("/edges/https/"+e+"/routes", map[string]any{"match_type": "path_prefix", "match": "/",
-			"backend": map[string]any{"backend_id": group}})
-	}
-	serve := func(sess ngrok.Session, name string) {
-		t.Helper()
-		tun, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "mover")))
-		if err != nil {
-			t.Fatalf("labeled tunnel of %s: %v", name, err)
-		}
-		serveTunnel(t, tun, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintf(rw, "%s agent", name) }))
-	}
-	edge(w, "mover-a.example.com")
-	edge(wb, "mover-b.example.com")
+	moverEdge(t, w, "mover-a.example.com")
+	moverEdge(t, wb, "mover-b.example.com")
 	_, tokenA := w.credential()
 	_, tokenB := wb.credential()
 	holder, relay := newReconnectHolder(t, w, 3*time.Second)
-	serve(w.mustConnect(tokenA, ngrok.WithServer("agents.test:443"), ngrok.WithCA(holder.pool),
-		ngrok.WithDialer(relayDialer(relay))), "account-a")
-	serve(wb.mustConnect(tokenB), "account-b")
+	serveMover(t, w.mustConnect(tokenA, holder.options(relay)...), "account-a")
+	serveMover(t, wb.mustConnect(tokenB), "account-b")
 
 	client := w.httpsClient()
 	urls := map[string]string{"account-a": "https://mover-a.example.com/", "account-b": "https://mover-b.example.com/"}
@@ -131,6 +113,32 @@ func TestHandoverLabeledTunnelUnderLoad(t *testing.T) {
 	if holder.holds.Load() == 0 {
 		t.Error("account a's agent did not reconnect through the relay that holds it")
 	}
+}
+
+// moverEdge creates an HTTPS edge for host whose one route goes to a tunnel group of the
+// labels edge=mover, the same for every account.
+func moverEdge(t *testing.T, w *world, host string) {
+	t.Helper()
+	w.reserveDomain(host)
+	group := w.mustCreate("/backends/tunnel_group", map[string]any{"labels": map[string]string{"edge": "mover"}})
+	e := w.mustCreate("/edges/https", map[string]any{"hostports": []string{host + ":443"}})
+	w.mustCreate("/edges/https/"+e+"/routes", map[string]any{"match_type": "path_prefix", "match": "/",
+		"backend": map[string]any{"backend_id": group}})
+}
+
+// serveMover starts a labeled tunnel edge=mover on sess, answering "<name> agent".
+func serveMover(t *testing.T, sess ngrok.Session, name string) {
+	t.Helper()
+	tun, err := sess.Listen(context.Background(), config.LabeledTunnel(config.WithLabel("edge", "mover")))
+	if err != nil {
+		t.Fatalf("labeled tunnel of %s: %v", name, err)
+	}
+	serveTunnel(t, tun, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintf(rw, "%s agent", name) }))
+}
+
+// options are an agent's connect options through the relay at addr.
+func (h *reconnectHolder) options(addr string) []ngrok.ConnectOption {
+	return []ngrok.ConnectOption{ngrok.WithServer("agents.test:443"), ngrok.WithCA(h.pool), ngrok.WithDialer(relayDialer(addr))}
 }
 
 // relayDialer dials addr whatever it is asked for.
