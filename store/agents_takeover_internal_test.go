@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -83,6 +84,44 @@ func TestTakeoverKeepsNamedBinds(t *testing.T) {
 		w.must(bind(w.b, "ts_b", "tn_api_b", "api.edgeplane.app"), "account b binds the name given up")
 		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_b", 0); len(rows) != 3 {
 			t.Errorf("account b's replica lists %d rows, want its three", len(rows))
+		}
+	})
+}
+
+// TestTakeoverLabeledRowsEdgeCases: a labeled row whose labels cannot be read is still listed,
+// without labels (so that no bind takes it, and the takeover's deadline deletes it), and the
+// takeover does not fail; a bind's row without a storable name, of neither kind, goes with
+// the takeover as before. Account b's labeled row with the same labels stays, unlisted.
+func TestTakeoverLabeledRowsEdgeCases(t *testing.T) {
+	eachEngine(t, func(t *testing.T, _, dsn string) {
+		w := newHoldsWorld(t, dsn) // ts_a of account a on rep_a, ts_b of account b on rep_b
+		put := func(c ep.Caller, session, id, proto, name string, labels map[string]string) {
+			body, _ := json.Marshal(ep.Tunnel{Meta: ep.Meta{ID: id}})
+			w.must(w.s.PutAgentTunnel(w.ctx, AgentTunnelRow{ID: id, SessionID: session, AccountID: c.AccountID,
+				Proto: proto, Name: name, Doc: body, Labels: labels}), "put "+id)
+		}
+		put(w.a, "ts_a", "tn_bad", "", "", map[string]string{"edge": "x"})
+		put(w.a, "ts_a", "tn_nameless", "http", "", nil)
+		put(w.b, "ts_b", "tn_lab_b", "", "", map[string]string{"edge": "x"})
+		w.must(w.s.inTx(w.ctx, func(ctx context.Context, tx *wtx) error {
+			_, err := tx.ExecContext(ctx, w.s.d.rebind(`UPDATE agent_tunnels SET labels = ? WHERE id = ?`), "not json", "tn_bad")
+			return err
+		}), "spoil tn_bad's labels")
+
+		sess, _ := json.Marshal(ep.TunnelSession{Meta: ep.Meta{ID: "ts_a"}})
+		took, err := w.s.PutAgentSession(w.ctx, AgentSessionRow{ID: "ts_a", AccountID: w.a.AccountID, CredentialID: "cr_ts_a",
+			Replica: "rep_c", Conn: "conn_c", Doc: sess})
+		w.must(err, "takeover")
+		if len(took.Tunnels) != 1 || took.Tunnels[0].ID != "tn_bad" || took.Tunnels[0].Labels != nil {
+			t.Errorf("the takeover kept %+v, want tn_bad alone, without labels", took.Tunnels)
+		}
+		rows, err := w.s.ReplicaTunnels(w.ctx, "rep_c", 0)
+		w.must(err, "rep_c's rows")
+		if len(rows) != 1 || rows[0].ID != "tn_bad" {
+			t.Errorf("rep_c's rows after the takeover: %+v, want tn_bad alone (the nameless bind's went)", rows)
+		}
+		if rows, _ := w.s.ReplicaTunnels(w.ctx, "rep_b", 0); len(rows) != 1 || rows[0].ID != "tn_lab_b" {
+			t.Errorf("account b's rows: %+v, want its labeled row untouched", rows)
 		}
 	})
 }

@@ -89,4 +89,12 @@ func TestRebindsLabeledByAccount(t *testing.T) {
 	if r.forgetSession(sa) || !r.forgetSession(sb) || len(r.labeled) != 0 || len(r.byRow) != 0 {
 		t.Errorf("indexes left: %d accounts, %d rows", len(r.labeled), len(r.byRow))
 	}
+	// A row of neither kind (a labeled row whose labels could not be read) is no bind's to take:
+	// take says so, and only the takeover's deadline deletes it.
+	if !r.take(sa, []store.KeptTunnel{{ID: "tn_unread"}}) || r.take(sa, []store.KeptTunnel{{ID: "tn_l", Labels: labels}}) {
+		t.Error("take does not tell the rows no bind can take from the others")
+	}
+	if r.pendingRow("tn_unread") {
+		t.Error("a row no bind can take is pending")
+	}
 }
