@@ -77,11 +77,10 @@ type Config struct {
 	Plan func() *plan.Plan
 	// TCPHost is the address TCP endpoints listen on (--tcp-listen-host).
 	TCPHost string
-	// SharePortsUntil is, for a process a handover started, when it stops opening TCP ports
-	// beside the sockets another process of its user holds (its predecessor's, until that one's
-	// agents have moved and it exits). Zero for any other process: it refuses a port another
-	// socket holds, even one opened with SO_REUSEPORT (ListenTCP).
-	SharePortsUntil time.Time
+	// Inherited, in a process a handover started, holds the TCP endpoints' and edges'
+	// listening sockets its predecessor passed on: ListenTCP takes a port's socket from it
+	// rather than binding the port. Nil for any other process.
+	Inherited InheritedPorts
 	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
 	// system's (--outbound-ca adds to them).
 	OutboundRoots *x509.CertPool
@@ -152,6 +151,8 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	lns    map[net.Listener]struct{}
+	// tcpLns are the open TCP endpoints' and edges' listeners (also in lns).
+	tcpLns map[*tcpListener]struct{}
 	conns  map[net.Conn]struct{}
 
 	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
@@ -164,7 +165,7 @@ type Server struct {
 
 // New builds the public listeners' server; Serve* start them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, tcpLns: map[*tcpListener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
