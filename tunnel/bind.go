@@ -256,6 +256,9 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 			if s.gw.Online("tcp", a) || slices.Contains(t.triedAddrs, a) { // here or on another replica
 				continue
 			}
+			if s.gw.cfg.Awaited != nil && s.gw.cfg.Awaited(port) {
+				continue
+			}
 			t.addr = a
 			l, err := s.gw.ports.acquire(a, s.cred.AccountID)
 			if err != nil {

@@ -32,6 +32,10 @@ type Config struct {
 	// accepted connection to serve; the public listeners own it (ingress.ListenTCP), and count
 	// its connections against the account. Nil refuses tcp binds.
 	ListenTCP func(port int, account string, serve func(net.Conn)) (io.Closer, error)
+	// Awaited, when set, reports whether port's socket waits for the endpoint that held it
+	// before a handover (its agent has not bound it again here yet): a random port's bind
+	// leaves such a port alone, or it would take the returning endpoint's socket and port.
+	Awaited func(port int) bool
 	// TCPIdle ends a public connection of a tcp endpoint once no byte has moved either
 	// way for this long; zero never does.
 	TCPIdle time.Duration

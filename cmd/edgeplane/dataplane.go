@@ -353,6 +353,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
 		ListenTCP: d.pub.ListenTCP,
+		Awaited:   d.inheritedTCP.holds,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
 		// Auto-tuned proxy stream windows, out of one budget for the process.

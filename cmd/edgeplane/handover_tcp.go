@@ -221,3 +221,13 @@ func (p *tcpPool) pending() map[int]*net.TCPListener {
 	}
 	return out
 }
+
+// holds reports whether port's inherited socket waits to be taken (tunnel.Config.Awaited).
+func (p *tcpPool) holds(port int) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lns[port] != nil
+}
