@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeplane/edgeplane/internal/testproc"
 )
 
 // rawDup returns a new descriptor of ln's socket, as a handover gives its successor.
@@ -179,5 +186,54 @@ func TestInheritedTCPExpire(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, 20*time.Second); err == nil {
 		c.Close()
 		t.Fatalf("the expired listener's port %s still accepts", addr)
+	}
+}
+
+// TestServeIgnoresBadInheritedTCP: a successor whose EDGEPLANE_INHERITED_TCP is garbage still
+// starts and serves on its inherited sockets, with a log line for each entry it ignored.
+func TestServeIgnoresBadInheritedTCP(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	sock, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, "serve", "--db", filepath.Join(dir, "edgeplane.db"), "--listen", "127.0.0.1:0", "--agent-listen", "")
+	cmd.Env = cleanEnv(inheritEnv+"=api=3,ready=4", inheritTCPEnv+"=junk,1=1,80=3,443=900")
+	cmd.ExtraFiles = []*os.File{sock, pw}
+	stderr := testproc.NewOutput()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	_ = pr.SetReadDeadline(time.Now().Add(runTimeout))
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("the successor did not say it is ready: %q %v; stderr:\n%s", buf, err, stderr.String())
+	}
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatalf("the successor does not serve its inherited API socket: %v", err)
+	}
+	resp.Body.Close()
+	for _, entry := range []string{"junk", "1=1", "80=3", "443=900"} {
+		if !strings.Contains(stderr.String(), fmt.Sprintf(`\"%s\" ignored`, entry)) {
+			t.Errorf("no log line for the ignored entry %q; stderr:\n%s", entry, stderr.String())
+		}
 	}
 }
