@@ -52,7 +52,9 @@ type Endpoint interface {
 	// Dial opens a stream to the agent for one public connection from clientAddr. An error
 	// with an EndpointOffline method that reports true says the endpoint went offline between
 	// its lookup and the dial (its agent left and did not come back): an HTTP request is then
-	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel.
+	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel. A
+	// stream that may come to hold window budget is a WindowHolder, so that the proxy does not
+	// keep it idle while it holds some.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
 
