@@ -52,7 +52,9 @@ type Endpoint interface {
 	// Dial opens a stream to the agent for one public connection from clientAddr. An error
 	// with an EndpointOffline method that reports true says the endpoint went offline between
 	// its lookup and the dial (its agent left and did not come back): an HTTP request is then
-	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel.
+	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel. A
+	// stream that may come to hold window budget is a WindowHolder, so that the proxy does not
+	// keep it idle while it holds some.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
 
@@ -158,6 +160,10 @@ type Server struct {
 	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
 	// (see Requests): one atomic add per request.
 	httpRequests, httpsRequests atomic.Uint64
+	// errors counts the requests this server's listeners answered with one of edgeplane's
+	// error pages, by code (Errors); each connection's ConnInfo points to it, so that
+	// enforce.ErrorPage finds it from the request it answers.
+	errorPages enforce.ErrorCounter
 	// connSeq numbers the public connections; the numbers key this server's proxy's pool of
 	// agent streams, so they need be unique only within the server.
 	connSeq atomic.Uint64
@@ -228,6 +234,12 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 func (s *Server) Requests() (overHTTP, overTLS uint64) {
 	return s.httpRequests.Load(), s.httpsRequests.Load()
 }
+
+// Errors returns how many public requests this server's listeners answered with one of
+// edgeplane's error pages, by ngrok error code ("ERR_NGROK_3200"): the answers of the
+// listeners' own stages, the endpoints' and edges' modules and the proxy, not an
+// ngrok-error-code header an agent's upstream sent. For metrics, read when they are scraped.
+func (s *Server) Errors() map[string]uint64 { return s.errorPages.Counts() }
 
 func (s *Server) idleTimeout() time.Duration {
 	if s.cfg.IdleTimeout > 0 {
