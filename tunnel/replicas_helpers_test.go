@@ -118,7 +118,7 @@ func (c *cluster) replica(id, tcpHost string, interval time.Duration) *replica {
 	gw = New(Config{Store: c.st, Settings: c.settings, Replica: id, Version: "test", Link: r.link,
 		DirectoryInterval: interval, ListenTCP: listenOn(tcpHost), Awaited: c.awaited, Logger: testLogger(t),
 		OnPeerDraining: func() { r.peerDrains.Add(1) }, Quotas: c.quotas,
-		TLS:            &tls.Config{Certificates: []tls.Certificate{cert}}})
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	r.gw, r.pool = gw, pool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
