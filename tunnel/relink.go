@@ -57,3 +57,13 @@ func (g *Gateway) keepForReturn(s *session) {
 		}
 	})
 }
+
+// closing reports whether Close has begun: the sessions' links it closes were not lost.
+func (g *Gateway) closing() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
+}

@@ -376,7 +376,9 @@ func (s *session) close() {
 		}
 		switch {
 		case !s.rows || s.moving.Load():
-		case s.lost.Load():
+		case s.lost.Load() && !s.gw.closing():
+			// Not when this replica closes: closing the agents' connections, it ends their
+			// links itself, and a process on its way out would never delete their rows.
 			s.gw.keepForReturn(s)
 		default:
 			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
