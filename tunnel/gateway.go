@@ -109,9 +109,12 @@ type Gateway struct {
 	// than that the token is unknown. Bounded: forgotten entries fall back to 107.
 	revoked map[string]string
 	conns   map[net.Conn]struct{}
-	closed  bool
-	wg      sync.WaitGroup
-	stop    chan struct{}
+	// lost are the sessions whose rows wait for their agent's return, with the timer that
+	// deletes them (relink.go).
+	lost   map[*session]*time.Timer
+	closed bool
+	wg     sync.WaitGroup
+	stop   chan struct{}
 
 	// changes announces the accounts whose credentials, reservations or plan collections
 	// changed; fresh holds the sessions authenticated since the last check (under mu), so that
@@ -150,7 +153,7 @@ func New(cfg Config) *Gateway {
 		cfg.CheckInterval = 500 * time.Millisecond
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
-		sessions: map[*session]struct{}{}, byID: map[string]*session{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
+		sessions: map[*session]struct{}{}, byID: map[string]*session{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, lost: map[*session]*time.Timer{}, stop: make(chan struct{}),
 		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, moveWait: MoveWait, rebinds: newRebinds()}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -308,6 +311,7 @@ func (g *Gateway) Close() error {
 	for _, s := range g.snapshotSessions() {
 		s.close()
 	}
+	g.dropAllLost()
 	g.wg.Wait()
 	if g.changes != nil {
 		g.changes.Close()

@@ -47,15 +47,49 @@ func (s *session) supersede() bool {
 
 // keepForReturn leaves a lost session's rows for its agent's return, and deletes them after
 // MoveWait unless a new session of the agent has taken them over (the row's connection is then
-// that session's, and DeleteAgentSession leaves it).
+// that session's, and DeleteAgentSession leaves it). Close deletes them at once instead: the
+// store may be closed once it returns, and a process on its way out fires no timer.
 func (g *Gateway) keepForReturn(s *session) {
-	time.AfterFunc(g.moveWait, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
-		defer cancel()
-		if err := g.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {
-			g.log.Warn("cannot delete a lost session's rows", "session", s.id, "err", err)
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		g.dropLost(s) // Close began after s was found lost: nothing waits for its return
+		return
+	}
+	g.wg.Add(1) // Close waits for a deletion under way
+	g.lost[s] = time.AfterFunc(g.moveWait, func() {
+		g.mu.Lock()
+		_, mine := g.lost[s] // else Close took it over
+		delete(g.lost, s)
+		g.mu.Unlock()
+		if mine {
+			g.dropLost(s)
+			g.wg.Done()
 		}
 	})
+	g.mu.Unlock()
+}
+
+// dropLost deletes a lost session's rows, unless another connection of its agent holds them.
+func (g *Gateway) dropLost(s *session) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	if err := g.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {
+		g.log.Warn("cannot delete a lost session's rows", "session", s.id, "err", err)
+	}
+}
+
+// dropAllLost stops the timers of the lost sessions and deletes their rows now (Close).
+func (g *Gateway) dropAllLost() {
+	g.mu.Lock()
+	lost := g.lost
+	g.lost = map[*session]*time.Timer{}
+	g.mu.Unlock()
+	for s, t := range lost {
+		t.Stop()
+		g.dropLost(s)
+		g.wg.Done()
+	}
 }
 
 // closing reports whether Close has begun: the sessions' links it closes were not lost.
