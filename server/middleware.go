@@ -225,9 +225,9 @@ func authError(err error) error {
 // checkVersion requires API version 2 in Ngrok-Version (what existing clients send) or
 // Service-Version (the spec's neutral name).
 func checkVersion(r *http.Request) *ep.Error {
-	v := r.Header.Get("Ngrok-Version")
+	v := canonicalHeader(r.Header, "Ngrok-Version")
 	if v == "" {
-		v = r.Header.Get("Service-Version")
+		v = canonicalHeader(r.Header, "Service-Version")
 	}
 	switch strings.TrimSpace(v) {
 	case "2":
@@ -246,7 +246,16 @@ type credential struct{ selector, secret string }
 
 // credentialOf parses the Authorization header; its errors are 401s that need no database.
 func credentialOf(r *http.Request) (credential, error) {
-	return parseCredential(r.Header.Get("Authorization"))
+	return parseCredential(canonicalHeader(r.Header, "Authorization"))
+}
+
+// canonicalHeader is h.Get(name) for a name already in canonical form, which Get would put in
+// it again, byte by byte, on every request.
+func canonicalHeader(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // parseCredential parses an Authorization header's value.
