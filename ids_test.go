@@ -135,3 +135,22 @@ func TestSecretMatches(t *testing.T) {
 		}
 	}
 }
+
+// A token's secret is accepted exactly when every byte of it is in its base32 alphabet (A-Z,
+// 2-7), whichever byte and wherever it stands.
+func TestTokenSecretAlphabet(t *testing.T) {
+	selector := ksuid.New().String()
+	for pos := range 52 {
+		for c := range 256 {
+			if c == '_' {
+				continue // it would end the selector elsewhere
+			}
+			b := []byte(strings.Repeat("A", 52))
+			b[pos] = byte(c)
+			want := c >= 'A' && c <= 'Z' || c >= '2' && c <= '7'
+			if _, _, ok := ParseToken(selector + "_" + string(b)); ok != want {
+				t.Fatalf("secret with %q at %d: accepted %v, want %v", byte(c), pos, ok, want)
+			}
+		}
+	}
+}
