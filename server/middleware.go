@@ -67,6 +67,8 @@ type requestState struct {
 	ctx  deadlineCtx
 	info opInfo
 	sw   statusWriter
+	// opHeader is the Ngrok-Operation-Id header's value slice.
+	opHeader [1]string
 }
 
 // observe gives the request its operation id (sent back in Ngrok-Operation-Id and in every error
@@ -89,8 +91,10 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 		st.ctx.deadline = p
 	}
 	defer st.ctx.release()
-	// Assigned, not Set: the name is canonical already, and Set canonicalizes it again.
-	w.Header()["Ngrok-Operation-Id"] = []string{id}
+	// Assigned, not Set: the name is canonical already, and Set canonicalizes it again (and
+	// allocates the value's slice, which the request's state holds).
+	st.opHeader[0] = id
+	w.Header()["Ngrok-Operation-Id"] = st.opHeader[:]
 	r = r.WithContext(&st.ctx)
 	defer func() {
 		if v := recover(); v != nil {
