@@ -229,10 +229,10 @@ func TestFastRouteYieldsToLiterals(t *testing.T) {
 }
 
 // A GET the read cache answers allocates little beyond what net/http does (net/http is left out
-// here): one state for the request (its context, opInfo and status writer), the request's copy
-// with that context, the operation id and its header, the path value. It was 17 before the
-// request's state was one allocation, the request line written without a record, the key's
-// hash decoded once and Content-Length values shared; the bound leaves room for a few more.
+// here): one state for the request (its context, opInfo, status writer and operation id
+// header), the request's copy with that context, the operation id, the path value. It was 17
+// before the request's state was one allocation, the request line written without a record, the
+// key's hash decoded once and Content-Length values shared; the bound leaves room for a few more.
 func TestCachedGetAllocations(t *testing.T) {
 	if testdb.Engine() != "sqlite" {
 		t.Skip("the read cache is SQLite's: on PostgreSQL every GET reads the database")
