@@ -182,6 +182,12 @@ func TestTCPEdgeDroppedWhileFailingNeverOpens(t *testing.T) {
 	if n := s.TCPEdgePortsUnavailable(); n != 2 {
 		t.Fatalf("%d TCP edge ports unavailable after A's edge went, want 2 (B's)", n)
 	}
+	s.mu.Lock()
+	left := staleDeleted.retry != nil || staleMoved.retry != nil
+	s.mu.Unlock()
+	if left {
+		t.Errorf("A's retries still pending once the plan dropped them")
+	}
 	for _, ln := range []net.Listener{holdDeleted, holdMoved, holdKept} {
 		ln.Close()
 	}
