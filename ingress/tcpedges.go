@@ -104,11 +104,19 @@ func (s *Server) SyncTCPEdges(pl *plan.Plan) {
 	}
 }
 
-// openTCPEdge tries to open w's port. The listener is installed only if w is still what the
-// latest plan wants of the port (checked under the lock, after the bind): a retry that was
-// already running when the plan dropped the port or gave it to another account closes what
-// it opened. A port that does not open is tried again after w's next wait.
+// openTCPEdge tries to open w's port. It binds only while w is what the latest plan wants of
+// the port, and installs the listener only if w still is once bound (checked under the lock
+// again): a retry that was already running when the plan dropped the port or gave it to
+// another account closes what it opened at once (a connection accepted in that instant is
+// still routed by the current plan: serveTCPEdge looks its edge up there). A port that does
+// not open is tried again after w's next wait.
 func (s *Server) openTCPEdge(w *tcpEdgePort) {
+	s.mu.Lock()
+	wanted := !s.tcpEdges.stopped && s.tcpEdges.want[w.port] == w
+	s.mu.Unlock()
+	if !wanted {
+		return
+	}
 	closer, err := s.ListenTCP(w.port, w.account, func(c net.Conn) { s.serveTCPEdge(w.addr, c) })
 	s.mu.Lock()
 	e := &s.tcpEdges
@@ -117,6 +125,7 @@ func (s *Server) openTCPEdge(w *tcpEdgePort) {
 		s.mu.Unlock()
 		if err == nil {
 			closer.Close()
+			s.log.Debug("TCP edge port no longer wanted once bound: closed", "addr", w.addr, "port", w.port)
 		}
 		return
 	}

@@ -3,9 +3,13 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,7 +117,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // newTCPEdgeServer is a server whose routing plan is what apply last gave it; apply then syncs
 // the TCP edges' listeners, as the planner does on each swap.
 func newTCPEdgeServer(t *testing.T) (s *Server, apply func(*plan.Plan)) {
-	s = New(Config{TCPHost: "127.0.0.1", OutboundAllowPrivate: true})
+	return newTCPEdgeServerWith(t, Config{})
+}
+
+// newTCPEdgeServerWith is newTCPEdgeServer with cfg (its TCP host and outbound settings set).
+func newTCPEdgeServerWith(t *testing.T, cfg Config) (s *Server, apply func(*plan.Plan)) {
+	cfg.TCPHost, cfg.OutboundAllowPrivate = "127.0.0.1", true
+	s = New(cfg)
 	t.Cleanup(func() { s.Close() })
 	var cur atomic.Pointer[plan.Plan]
 	s.SetPlan(cur.Load)
@@ -235,5 +245,92 @@ func TestTCPEdgeNothingOpensAfterDrain(t *testing.T) {
 	}
 	if !portFree(pa) {
 		t.Errorf("A's failing port %d was opened after the drain", pa)
+	}
+}
+
+// syncBuffer is a buffer the server's log handler writes to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// beforeBind runs a function, once armed, when the server is about to bind a TCP port: it is
+// the server's InheritedPorts (asked for an inherited socket just before each bind), holding
+// none.
+type beforeBind struct {
+	mu sync.Mutex
+	f  func(port int)
+}
+
+func (b *beforeBind) arm(f func(port int)) {
+	b.mu.Lock()
+	b.f = f
+	b.mu.Unlock()
+}
+
+func (b *beforeBind) Take(port int) net.Listener {
+	b.mu.Lock()
+	f := b.f
+	b.f = nil
+	b.mu.Unlock()
+	if f != nil {
+		f(port)
+	}
+	return nil
+}
+
+// TestTCPEdgeRetryRacingAPlanChange: a retry of A's failing port that is binding just as the
+// plan drops the port (the holder let go, A's edge deleted, B's kept) does not keep what it
+// bound: the port is free afterwards and counts as nothing, and B's edge answers with B's
+// backend.
+func TestTCPEdgeRetryRacingAPlanChange(t *testing.T) {
+	hook := &beforeBind{}
+	logs := &syncBuffer{}
+	s, apply := newTCPEdgeServerWith(t, Config{Inherited: hook,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s.tcpEdges.retryMin, s.tcpEdges.retryMax = 5*time.Millisecond, 20*time.Millisecond
+	fromA, fromB := answeringBackend(t, "from a"), answeringBackend(t, "from b")
+	pa, holder := holdPort(t)
+	pb := freePort(t)
+	apply(tcpEdgePlan(s, tcpEdgeSpec{"acct_a", pa, fromA}, tcpEdgeSpec{"acct_b", pb, fromB}))
+	if n := s.TCPEdgePortsUnavailable(); n != 1 {
+		t.Fatalf("%d TCP edge ports unavailable, want 1 (A's held one)", n)
+	}
+	raced := make(chan int, 1)
+	hook.arm(func(port int) { // in A's retry, before its bind
+		holder.Close()
+		apply(tcpEdgePlan(s, tcpEdgeSpec{"acct_b", pb, fromB}))
+		raced <- port
+	})
+	select {
+	case port := <-raced:
+		if port != pa {
+			t.Fatalf("the retry bound port %d, want A's %d", port, pa)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's port was not retried within 20 s")
+	}
+	closed := `msg="TCP edge port no longer wanted once bound: closed" addr=tcp.example.test:` + strconv.Itoa(pa)
+	eventually(t, "A's racing retry closing what it bound", func() bool { return strings.Contains(logs.String(), closed) })
+	if !portFree(pa) {
+		t.Errorf("A's port %d is held after its racing retry", pa)
+	}
+	if n := s.TCPEdgePortsUnavailable(); n != 0 {
+		t.Errorf("%d TCP edge ports unavailable, want 0", n)
+	}
+	if got := answerOf(t, pb); got != "from b" {
+		t.Errorf("B's edge on port %d: %q, want from b", pb, got)
 	}
 }
