@@ -86,8 +86,9 @@ type proxyWin struct {
 	heldW       uint64
 	chargedMost int64
 	// peakUnread is the most the stream's muxado buffer ever held unread (recv - read). The
-	// buffer keeps the capacity it grew to until the stream closes, also while the stream waits
-	// idle for its public connection's next request, so the stream stays charged for it.
+	// buffer keeps the capacity it grew to until the stream closes, so the stream stays charged
+	// for it; the public listeners close a stream so charged when its answer ends rather than
+	// keep it idle for the connection's next request (limitedStream.HoldsWindowBudget).
 	peakUnread uint64
 	finIn      bool
 	finOut     bool

@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/server"
 )
@@ -13,8 +12,8 @@ import (
 // The data plane's metrics on /metrics, beside the API's. Most are read when they are scraped,
 // from counts the parts keep anyway (the limiters' stats, the gateway's sessions, the registry's
 // tunnels, the planner's swaps), so they cost the agents' and the public requests' paths
-// nothing; the public requests and the error codes cost one atomic add each (ingress.Server
-// and enforce.ErrorPage). As for the API's, no label carries an id, a host, a token or an
+// nothing; the public requests and the error codes cost one atomic add each (ingress.Server,
+// whose counter of error pages enforce.ErrorPage adds to). As for the API's, no label carries an id, a host, a token or an
 // account, and every label value comes from a closed set: listener names, results and error
 // codes written as constants in the code.
 
@@ -143,10 +142,10 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	overHTTP, overTLS := d.pub.Requests()
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overHTTP), "http")
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overTLS), "https")
-	// The codes answered in this process; the data plane is the only one that answers with them.
-	// The codes an operator alerts on are reported from the start, at 0 until the first answer,
-	// so that rate() and increase() see that answer too.
-	counts := enforce.ErrorCounts()
+	// The codes this data plane's public listeners answered with. The codes an operator alerts
+	// on are reported from the start, at 0 until the first answer, so that rate() and increase()
+	// see that answer too.
+	counts := d.pub.Errors()
 	for _, code := range watchedErrorCodes {
 		if _, ok := counts[code]; !ok {
 			counts[code] = 0
