@@ -39,7 +39,7 @@ func (s *session) bind(m *bindMsg) bindResp {
 		opts = json.RawMessage("{}")
 	}
 	resp := bindResp{ID: m.ID, Proto: m.Proto, Opts: opts}
-	if berr := s.admitQuota(bindKind(m)); berr != nil {
+	if berr := s.admitQuota(bindKind(m), s.gw.rebinds.retakes(s, m.Extra.Token, nil)); berr != nil {
 		resp.Error = berr.text()
 		return resp
 	}
@@ -431,7 +431,7 @@ func (s *session) label(m *labelMsg) labelResp {
 	if ok, refused := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Labels: m.Labels}); !ok {
 		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
 	}
-	if berr := s.admitQuota(kindLabeled); berr != nil {
+	if berr := s.admitQuota(kindLabeled, s.gw.rebinds.retakes(s, "", m.Labels)); berr != nil {
 		return labelResp{Error: berr.text()}
 	}
 	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}
