@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -244,50 +243,4 @@ func (s *Server) carry(pub net.Conn, t target, tr *connTrace) {
 		return
 	}
 	tr.done(s.pipe(pub, up))
-}
-
-// SyncTCPEdges opens a listener for each TCP edge address of the plan that has none, and closes
-// those of addresses no edge has any more. A port that something else holds (an agent's TCP
-// endpoint, another program) is logged and tried again at the next change.
-func (s *Server) SyncTCPEdges(pl *plan.Plan) {
-	want := map[int]string{}
-	account := map[int]string{} // whose connections a port's are (a reservation can change hands)
-	for _, addr := range pl.TCPAddrs() {
-		_, portText, err := net.SplitHostPort(addr)
-		if port, perr := strconv.Atoi(portText); err == nil && perr == nil {
-			want[port], account[port] = addr, pl.TCP(addr).Account
-		}
-	}
-	s.mu.Lock()
-	if s.tcpEdge == nil {
-		s.tcpEdge = map[int]*tcpListener{}
-	}
-	var closing []*tcpListener
-	for port, l := range s.tcpEdge {
-		if _, keep := want[port]; !keep || l.account != account[port] {
-			closing = append(closing, l)
-			delete(s.tcpEdge, port)
-		}
-	}
-	var opening []int
-	for port := range want {
-		if s.tcpEdge[port] == nil {
-			opening = append(opening, port)
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range closing {
-		l.Close()
-	}
-	for _, port := range opening {
-		addr := want[port]
-		closer, err := s.ListenTCP(port, account[port], func(c net.Conn) { s.serveTCPEdge(addr, c) })
-		if err != nil {
-			s.log.Warn("TCP edge cannot listen", "addr", addr, "port", port, "err", err)
-			continue
-		}
-		s.mu.Lock()
-		s.tcpEdge[port] = closer.(*tcpListener)
-		s.mu.Unlock()
-	}
 }

@@ -145,7 +145,6 @@ type Server struct {
 	// served is servedCertificate, as the one func value TLS connections' ConnInfo holds.
 	served  func(serverName string) *x509.Certificate
 	tlsConf *tls.Config // tlsBase with each HTTPS edge's own policy
-	tcpEdge map[int]*tcpListener
 	handed  *chanListener
 	proxy   *proxy
 	acme    ACMEAnswers
@@ -156,6 +155,8 @@ type Server struct {
 	// tcpLns are the open TCP endpoints' and edges' listeners (also in lns).
 	tcpLns map[*tcpListener]struct{}
 	conns  map[net.Conn]struct{}
+	// tcpEdges are the TCP edges' ports, open and failing (tcpedges.go).
+	tcpEdges tcpEdges
 
 	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
 	// (see Requests): one atomic add per request.
@@ -334,6 +335,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.stopTCPEdgesLocked()
 	for ln := range s.lns {
 		ln.Close()
 	}
@@ -411,9 +413,12 @@ func (s *Server) SetLookup(f func(proto, host string) Endpoint) { s.cfg.Lookup =
 // flight to be answered: a keep-alive connection is closed once idle, and a response in progress
 // finishes (with "Connection: close"). It is the first half of a handover, whose successor
 // accepts on the same sockets; connections the server carries itself (TLS passthrough, TCP)
-// and upgraded ones go on until their agent's session ends. Close ends the rest.
+// and upgraded ones go on until their agent's session ends. Close ends the rest. From then on
+// no TCP edge port is opened here, by a plan change or a retry: a port this process took
+// would be one its successor cannot bind until this process exits.
 func (s *Server) Drain(ctx context.Context) {
 	s.mu.Lock()
+	s.stopTCPEdgesLocked() // the successor opens the ports the plan still wants
 	for ln := range s.lns {
 		ln.Close()
 	}

@@ -99,7 +99,7 @@ func TestRandomTCPPortBackAfterLinkDrops(t *testing.T) {
 			return err.Error()
 		}
 		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 		_, _ = conn.Write([]byte("ping\n"))
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		return line

@@ -47,6 +47,8 @@ var (
 		"Accounts whose proxy streams hold some of the window budget now.", nil, nil)
 	planRebuildsDesc = prometheus.NewDesc("edgeplane_plan_rebuilds_total",
 		"Routing plans swapped in (at start, on each change of edges, routes, backends, policies, domains or certificates, and every 30 s).", nil, nil)
+	tcpEdgePortsDesc = prometheus.NewDesc("edgeplane_tcp_edge_ports_unavailable",
+		"Ports of TCP edges that this replica could not open at their last attempt (something else holds them) and is retrying: edges that do not listen here.", nil, nil)
 )
 
 // watchedErrorCodes are the public error codes reported at 0 before their first answer: an
@@ -120,11 +122,11 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // dataPlaneCollector reports the running data plane's sessions, tunnels, window budget, public
-// requests and errors, and plan swaps.
+// requests and errors, plan swaps, and the TCP edge ports it cannot open.
 type dataPlaneCollector struct{ d *dataPlane }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc,
+	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc, tcpEdgePortsDesc,
 		windowBudgetDesc, windowHeldDesc, windowPeakDesc, windowAccountPeakDesc, windowAccountsDesc} {
 		ch <- d
 	}
@@ -155,6 +157,7 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(publicErrorsDesc, prometheus.CounterValue, float64(n), code)
 	}
 	ch <- prometheus.MustNewConstMetric(planRebuildsDesc, prometheus.CounterValue, float64(d.planner.Rebuilds()))
+	ch <- prometheus.MustNewConstMetric(tcpEdgePortsDesc, prometheus.GaugeValue, float64(d.pub.TCPEdgePortsUnavailable()))
 	written, dropped := d.policyLog.Counts()
 	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(written), "written")
 	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(dropped), "dropped")

@@ -309,10 +309,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	limited := apiConns.ListenPending(socks.api)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
-	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
+	// SIGUSR2 is caught before the line that says the server listens: a supervisor (or a test)
+	// that signals once it reads that line would otherwise kill it, SIGUSR2's default action.
 	handedOver := make(chan int, 1)
 	stopUSR2 := listenForHandover(&handover{socks: socks.set, log: log, endpoints: socks.dp.onlineKeys, tcp: socks.dp.tcpListeners}, handedOver)
 	defer stopUSR2()
+	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
 	if socks.set.in.ready != nil {
 		if err := socks.set.in.signalReady(); err != nil {
 			log.Warn("handover: cannot tell the old process this one is ready", "err", err)
