@@ -264,7 +264,7 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 			if err != nil {
 				continue
 			}
-			t.listener, t.url, t.randomPort = l, "tcp://"+a, true
+			t.listener, t.url, t.randomPort, t.drawnPort = l, "tcp://"+a, true, true
 			return nil
 		}
 		return refuse(ep.AgentCodeNoTCPPort, "No free TCP port is left in %d-%d; try again or reserve an address.", st.TCPPortMin, st.TCPPortMax)
@@ -303,7 +303,7 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	if _, _, used, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimHostport, addr); err == nil && used {
 		return refuse(ep.AgentCodeEdgeHostport, "The host %s and port %d you requested is already reserved by an edge.", host, port)
 	}
-	t.addr, t.reservation, t.url = addr, obj, "tcp://"+addr
+	t.addr, t.reservation, t.url, t.drawnPort = addr, obj, "tcp://"+addr, back
 	return nil
 }
 

@@ -21,6 +21,8 @@ type cutRelay struct {
 	addr  string
 	mu    sync.Mutex
 	conns []net.Conn
+	// refusing makes the relay close every new connection: the agent is gone (crashed).
+	refusing bool
 }
 
 func newCutRelay(t *testing.T, to string) *cutRelay {
@@ -37,6 +39,13 @@ func newCutRelay(t *testing.T, to string) *cutRelay {
 			if err != nil {
 				return
 			}
+			r.mu.Lock()
+			refusing := r.refusing
+			r.mu.Unlock()
+			if refusing {
+				a.Close()
+				continue
+			}
 			b, err := net.Dial("tcp", to)
 			if err != nil {
 				a.Close()
@@ -50,6 +59,14 @@ func newCutRelay(t *testing.T, to string) *cutRelay {
 		}
 	}()
 	return r
+}
+
+// crash cuts the agent's links and refuses its reconnections, as when its process died.
+func (r *cutRelay) crash() {
+	r.mu.Lock()
+	r.refusing = true
+	r.mu.Unlock()
+	r.cut()
 }
 
 func (r *cutRelay) cut() {
@@ -112,5 +129,43 @@ func TestRandomTCPPortBackAfterLinkDrops(t *testing.T) {
 	relay.cut()
 	for account, addr := range addrs {
 		waitFor(t, "account "+account+"'s port answers again", func() bool { return answer(addr) == account+" ping\n" })
+	}
+}
+
+// TestCrashedAgentRestartsAtOnce: account a's agent, with an https name and a tcp endpoint on a
+// drawn port, dies (its link breaks, it never comes back). Restarted with a new session, it
+// binds its name again at once: the lost link's row of the name went with it (a kept row
+// refused it, ERR_NGROK_334, until MoveWait). The drawn port's row stays for the agent's return;
+// account b cannot bind that address (307).
+func TestCrashedAgentRestartsAtOnce(t *testing.T) {
+	c := newCluster(t)
+	r := c.replica("rep_a", "127.0.0.1", 20*time.Millisecond)
+	relay := newCutRelay(t, r.agentAddr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess, err := ngrok.Connect(ctx, ngrok.WithDialer(relayDialer{relay.addr}), ngrok.WithServer("agents.test:443"),
+		ngrok.WithCA(r.pool), ngrok.WithAuthtoken(c.tokens["a"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	const name = "crash-a.edgeplane.app"
+	if _, err := sess.Listen(ctx, config.HTTPEndpoint(config.WithDomain(name))); err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := sess.Listen(ctx, config.TCPEndpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := strings.TrimPrefix(tcp.URL(), "tcp://")
+
+	relay.crash()
+	waitFor(t, "the replica ends the crashed agent's session", func() bool { return r.gw.Sessions() == 0 })
+	if _, err := r.connect("a").Listen(ctx, config.HTTPEndpoint(config.WithDomain(name))); err != nil {
+		t.Errorf("the restarted agent's bind of its name: %v; want it bound at once", err)
+	}
+	_, err = r.connect("b").Listen(ctx, config.TCPEndpoint(config.WithRemoteAddr(drawn)))
+	if err == nil || !strings.Contains(err.Error(), "ERR_NGROK_307") {
+		t.Errorf("account b's bind of the crashed agent's drawn port %s: %v; want ERR_NGROK_307", drawn, err)
 	}
 }

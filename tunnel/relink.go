@@ -7,11 +7,14 @@ import (
 )
 
 // An agent whose link drops reconnects with its session id, to this replica or another, and
-// binds again with what it was given: a random TCP port's address among it. Its session's rows
-// stay for that, MoveWait at most, as a draining replica leaves them (drain.go): the agent's
-// new session takes them over (store.PutAgentSession) and the port is its own again
-// (rebinds.holds); meanwhile no other account takes its names. An agent that said goodbye (a
-// muxado GOAWAY: it closed its session) or that this replica ended has its rows deleted at once.
+// binds again with what it was given: a random TCP port's address among it, which only the
+// session holding its row may bind (rebinds.holds). So the session's row and those of its drawn
+// TCP ports stay, MoveWait at most: the agent's new session takes them over
+// (store.PutAgentSession) and the ports are its own again; meanwhile no other account draws
+// them. Its other rows go at once, as before: a name is bound again by name, and a kept row
+// would refuse it to the account's own agent restarted after a crash with a new session. An
+// agent that said goodbye (a muxado GOAWAY: it closed its session) or that this replica ended
+// has all its rows deleted at once.
 
 // noteLost marks the session lost when its accept loop ended with err because the link broke:
 // it was authenticated, this replica did not end it, and the agent sent no GOAWAY.
@@ -32,17 +35,27 @@ func (s *session) noteLost(err error) {
 }
 
 // supersede ends the session for its agent, which has reconnected with its id before this
-// replica noticed its link was gone: its rows stay for the new session to take over. It
-// reports false when the session is ending already for another reason (its rows may be gone).
-func (s *session) supersede() bool {
-	select {
-	case <-s.done:
-		return false
-	default:
-	}
-	s.moving.Store(true)
+// replica noticed its link was gone: as a lost link, so that the new session takes over what a
+// lost link keeps. It returns once the session has ended (close waits for a close under way).
+func (s *session) supersede() {
+	s.lost.Store(true)
 	s.close()
-	return true
+}
+
+// dropNamedRows deletes the rows of a lost session's binds other than those of drawn TCP
+// ports: a name or a reserved address is bound again by name, and a kept row would refuse it to
+// the account's own agent restarted with a new session ("already online") until MoveWait.
+func (s *session) dropNamedRows() {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	for _, t := range s.tunnelList() {
+		if t.drawnPort {
+			continue
+		}
+		if err := s.gw.cfg.Store.DeleteAgentTunnel(ctx, t.rowID, s.id, s.connID); err != nil {
+			s.gw.log.Warn("cannot delete a tunnel row", "tunnel", t.rowID, "err", err)
+		}
+	}
 }
 
 // keepForReturn leaves a lost session's rows for its agent's return, and deletes them after

@@ -249,13 +249,13 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 	s.mu.Unlock()
 	// A reconnecting agent presents its session id again and keeps it: a session of that id
 	// still open here is its old link, which it gave up on before this replica noticed (it is
-	// ended, its rows left for this one to take over); another credential's is a stranger's
-	// guess, which gets a new id.
+	// ended as a lost link); another credential's is a stranger's guess, which gets a new id.
 	s.id, _ = ep.NewID("ts")
 	if ep.ValidID("ts", m.ClientID) {
 		if old := s.gw.session(m.ClientID); old == nil {
 			s.id = m.ClientID
-		} else if old.cred.ID == cred.ID && old.supersede() {
+		} else if old.cred.ID == cred.ID {
+			old.supersede()
 			s.id = m.ClientID
 		}
 	}
@@ -379,6 +379,7 @@ func (s *session) close() {
 		case s.lost.Load() && !s.gw.closing():
 			// Not when this replica closes: closing the agents' connections, it ends their
 			// links itself, and a process on its way out would never delete their rows.
+			s.dropNamedRows()
 			s.gw.keepForReturn(s)
 		default:
 			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
