@@ -68,7 +68,7 @@ type Tunnel struct {
 	// drawnPort is set for a tcp bind on a port edgeplane drew at random, now or for an earlier
 	// session of its agent (bound again with the address it was given): a dropped link keeps
 	// its row for the agent's return (relink.go).
-	drawnPort bool
+	drawnPort  bool
 	triedAddrs []string
 	// opts are the bind's options as the agent sent them, recorded (sealed) in the tunnel's row
 	// for the other replicas to build the same modules.
