@@ -67,10 +67,20 @@ func NewOperationID() string {
 // base62 is the KSUID alphabet, in ASCII order.
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+// base62Pairs spells every number below 62*62 in two base62 digits: 3,844 pairs.
+var base62Pairs = func() string {
+	b := make([]byte, 0, 2*62*62)
+	for i := range 62 * 62 {
+		b = append(b, base62[i/62], base62[i%62])
+	}
+	return string(b)
+}()
+
 // appendKSUID appends k's string form, as k.String() makes it: its 160 bits in 27 base62 digits.
 // ksuid's encoder divides the number by 62 a digit at a time over five 32-bit parts, which was a
 // few percent of the CPU of an API request (one operation id each); here it is divided by 62^10
-// over three 64-bit parts, and each remainder of 10 digits spelled out on its own.
+// over three 64-bit parts, and each remainder of 10 digits spelled out on its own, two digits at
+// a time from a table.
 func appendKSUID(dst []byte, k ksuid.KSUID) []byte {
 	const chunk = 839299365868340224 // 62^10
 	limbs := [3]uint64{uint64(binary.BigEndian.Uint32(k[:4])), binary.BigEndian.Uint64(k[4:12]), binary.BigEndian.Uint64(k[12:])}
@@ -80,9 +90,14 @@ func appendKSUID(dst []byte, k ksuid.KSUID) []byte {
 		for i := range limbs {
 			limbs[i], rem = bits.Div64(rem, limbs[i], chunk)
 		}
-		for i := end - 1; i >= max(end-10, 0); i-- {
+		i := end - 1
+		for ; i >= max(end-10, 0)+1; i -= 2 { // two digits at a time
+			pair := rem % (62 * 62)
+			out[i], out[i-1] = base62Pairs[2*pair+1], base62Pairs[2*pair]
+			rem /= 62 * 62
+		}
+		if i >= 0 && i == max(end-10, 0) { // the odd digit of the last 7
 			out[i] = base62[rem%62]
-			rem /= 62
 		}
 	}
 	return append(dst, out[:]...)
@@ -91,10 +106,12 @@ func appendKSUID(dst []byte, k ksuid.KSUID) []byte {
 // ValidID reports whether s has the shape of an id with the given prefix: the prefix, an
 // underscore and a 27-character KSUID. It does not say that the object exists.
 func ValidID(prefix, s string) bool {
-	rest, ok := strings.CutPrefix(s, prefix+"_")
-	if !ok || len(rest) != 27 {
+	// The prefix and '_' are compared in place: building prefix+"_" cost every API request a
+	// concatenation, since the Authorization header is checked for an API key's id.
+	if len(s) != len(prefix)+1+27 || s[:len(prefix)] != prefix || s[len(prefix)] != '_' {
 		return false
 	}
+	rest := s[len(prefix)+1:]
 	// ksuid.Parse does not look at every character (it took "\xff" in place of a digit), so the
 	// alphabet is checked here: an id that is not base62 could not have been issued.
 	for i := 0; i < len(rest); i++ {
@@ -136,14 +153,35 @@ func ParseToken(s string) (selector, secret string, ok bool) {
 	if !parsesAsKSUID(selector) {
 		return "", "", false
 	}
+	class := isBase32
 	for i := 0; i < len(secret); i++ {
-		c := secret[i]
-		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
-			return "", "", false
-		}
+		class &= alphabets[secret[i]]
+	}
+	if class == 0 {
+		return "", "", false
 	}
 	return selector, secret, true
 }
+
+// The alphabets of tokens, as bits of alphabets: base62 (a KSUID's digits) and the base32 of a
+// token's secret (A-Z, 2-7). A token's every byte is looked up in a table, with no branch per
+// byte: about half of what comparing each with the ranges cost.
+const (
+	isBase62 byte = 1 << iota
+	isBase32
+)
+
+var alphabets = func() (t [256]byte) {
+	for c := range 256 {
+		if c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' {
+			t[c] |= isBase62
+		}
+		if c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' {
+			t[c] |= isBase32
+		}
+	}
+	return t
+}()
 
 // maxKSUID is the largest KSUID's string: a 27-character base62 string above it overflows the
 // 160 bits of a KSUID.
@@ -154,16 +192,28 @@ var maxKSUID = ksuid.Max.String()
 // order, so a string of its digits is no larger than the largest KSUID exactly when it sorts no
 // later. A string with other bytes is left to ksuid.Parse.
 func parsesAsKSUID(s string) bool {
+	class := isBase62
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
-			_, err := ksuid.Parse(s)
-			return err == nil
-		}
+		class &= alphabets[s[i]]
+	}
+	if class == 0 {
+		_, err := ksuid.Parse(s)
+		return err == nil
 	}
 	return s <= maxKSUID
 }
 
 // SecretMatches compares a presented secret with a stored hash in constant time.
 func SecretMatches(secret string, hash []byte) bool {
-	return subtle.ConstantTimeCompare(HashSecret(secret), hash) == 1
+	// The secret is hashed from a copy on the stack: converting it with []byte (it is longer
+	// than the 32 bytes Go converts on the stack) and returning the sum as a slice were two
+	// allocations of every authenticated request.
+	var b [64]byte
+	var sum [sha256.Size]byte
+	if len(secret) <= len(b) {
+		sum = sha256.Sum256(b[:copy(b[:], secret)])
+	} else {
+		sum = sha256.Sum256([]byte(secret))
+	}
+	return subtle.ConstantTimeCompare(sum[:], hash) == 1
 }

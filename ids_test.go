@@ -96,3 +96,61 @@ func TestTokenSelectorAsKSUIDParses(t *testing.T) {
 		}
 	}
 }
+
+// ValidID takes the prefix, then '_', then the KSUID, and nothing else: a prefix that is only a
+// beginning of the id's, another separator, or a KSUID too short or too long is refused.
+func TestValidIDPrefix(t *testing.T) {
+	id, _ := NewID("ipp")
+	k := id[len("ipp_"):]
+	if !ValidID("ipp", "ipp_"+k) {
+		t.Fatalf("%q is not valid", id)
+	}
+	for _, bad := range []struct{ prefix, s string }{
+		{"ip", id}, {"ippx", id}, {"ipp", "ipp-" + k}, {"ipp", "ipq_" + k}, {"ipp", "ipp_" + k[1:]},
+		{"ipp", "ipp_" + k + "0"}, {"ipp", k}, {"", k}, {"ipp", ""},
+	} {
+		if ValidID(bad.prefix, bad.s) {
+			t.Errorf("ValidID(%q, %q) = true", bad.prefix, bad.s)
+		}
+	}
+	if !ValidID("", "_"+k) {
+		t.Errorf("ValidID(\"\", %q) = false", "_"+k)
+	}
+}
+
+// A secret matches the hash of itself only, at every length around the 64 bytes hashed from the
+// stack, and a hash of another length matches nothing.
+func TestSecretMatches(t *testing.T) {
+	for _, n := range []int{0, 1, 31, 32, 33, 52, 63, 64, 65, 200} {
+		secret := strings.Repeat("A", n)
+		hash := HashSecret(secret)
+		if !SecretMatches(secret, hash) {
+			t.Errorf("a secret of %d bytes does not match its hash", n)
+		}
+		if SecretMatches(secret+"B", hash) || (n > 0 && SecretMatches(secret[:n-1]+"B", hash)) {
+			t.Errorf("another secret matches the hash of one of %d bytes", n)
+		}
+		if SecretMatches(secret, hash[:len(hash)-1]) {
+			t.Errorf("a short hash matches a secret of %d bytes", n)
+		}
+	}
+}
+
+// A token's secret is accepted exactly when every byte of it is in its base32 alphabet (A-Z,
+// 2-7), whichever byte and wherever it stands.
+func TestTokenSecretAlphabet(t *testing.T) {
+	selector := ksuid.New().String()
+	for pos := range 52 {
+		for c := range 256 {
+			if c == '_' {
+				continue // it would end the selector elsewhere
+			}
+			b := []byte(strings.Repeat("A", 52))
+			b[pos] = byte(c)
+			want := c >= 'A' && c <= 'Z' || c >= '2' && c <= '7'
+			if _, _, ok := ParseToken(selector + "_" + string(b)); ok != want {
+				t.Fatalf("secret with %q at %d: accepted %v, want %v", byte(c), pos, ok, want)
+			}
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (b *BasicAuth) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="edgeplane", charset="UTF-8"`)
-		ErrorPage(w, http.StatusUnauthorized, 3401, "This endpoint requires a username and password.")
+		ErrorPage(w, r, http.StatusUnauthorized, 3401, "This endpoint requires a username and password.")
 	})
 }
 

@@ -49,11 +49,11 @@ func parsePostedForm(w http.ResponseWriter, r *http.Request, within time.Duratio
 		lift()
 		return true
 	case errors.As(err, &tooBig):
-		SignInFailed(w, http.StatusRequestEntityTooLarge, what+" is too large.")
+		SignInFailed(w, r, http.StatusRequestEntityTooLarge, what+" is too large.")
 	case timedOut(err):
-		SignInFailed(w, http.StatusRequestTimeout, what+" did not arrive in time.")
+		SignInFailed(w, r, http.StatusRequestTimeout, what+" did not arrive in time.")
 	default:
-		SignInFailed(w, http.StatusBadRequest, what+" is not a form.")
+		SignInFailed(w, r, http.StatusBadRequest, what+" is not a form.")
 	}
 	return false
 }

@@ -105,7 +105,7 @@ func (b *Breaker) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		admitted, probe := b.admit()
 		if !admitted {
-			ErrorPage(w, http.StatusServiceUnavailable, 3202, "The circuit breaker of this endpoint is open: its upstream failed too often, so requests are refused for a while to let it recover.")
+			ErrorPage(w, r, http.StatusServiceUnavailable, 3202, "The circuit breaker of this endpoint is open: its upstream failed too often, so requests are refused for a while to let it recover.")
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w}

@@ -85,7 +85,7 @@ func (c *Chain) Handler(final http.Handler) http.Handler {
 	inner := h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !c.AllowConn(ClientAddr(r)) {
-			ErrorPage(w, http.StatusForbidden, 3205, "Access to this endpoint is denied by its IP restriction.")
+			ErrorPage(w, r, http.StatusForbidden, 3205, "Access to this endpoint is denied by its IP restriction.")
 			return
 		}
 		inner.ServeHTTP(w, r)
@@ -101,9 +101,10 @@ func ClientAddr(r *http.Request) netip.Addr {
 // ErrorPage answers a public request with one of edgeplane's error pages: the status, a small
 // HTML page naming the ngrok error code, and the code in an ngrok-error-code header, the way
 // ngrok's edge answers (clients and monitors match on the header). Each answer is counted by its
-// code (ErrorCounts), so code must be a constant of the caller: the codes are a metric's labels.
-func ErrorPage(w http.ResponseWriter, status, code int, msg string) {
-	countError(code)
+// code on the ErrorCounter of the listeners that accepted r's connection (ConnInfo.Errors), so
+// code must be a constant of the caller: the codes are a metric's labels.
+func ErrorPage(w http.ResponseWriter, r *http.Request, status, code int, msg string) {
+	countAnswer(r, code)
 	c := errorCode(code)
 	h := w.Header()
 	h.Set("ngrok-error-code", c)

@@ -83,7 +83,7 @@ func TestResponseHeaders(t *testing.T) {
 			w.WriteHeader(http.StatusEarlyHints)
 			w.Write([]byte("ok"))
 		case "/refuse":
-			ErrorPage(w, http.StatusForbidden, 3211, "no")
+			ErrorPage(w, r, http.StatusForbidden, 3211, "no")
 		case "/flush":
 			http.NewResponseController(w).Flush()
 		}

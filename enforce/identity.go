@@ -12,7 +12,7 @@ package enforce
 //	    if r.URL.Path == s.Paths.Logout { s.Logout(w, r) }
 //	    sess := s.Load(r)                               // nil: no session, tampered, expired or inactive
 //	    if sess == nil { /* start the sign-in; at its end: */ s.Start(w, Identity{...}) then redirect }
-//	    if !allowed(sess.Identity) { Denied(w, "...") } // 403 ERR_NGROK_3129
+//	    if !allowed(sess.Identity) { Denied(w, r, "...") } // 403 ERR_NGROK_3129
 //	    s.Touch(w, sess)                                // refreshes last-seen (inactivity_timeout)
 //	    SetIdentityHeaders(r.Header, sess.Identity); next.ServeHTTP(w, r)
 //	A sign-in in progress keeps its state (relay state, request id, return URL…) in a short-lived
@@ -439,13 +439,13 @@ func EmailAllowed(email string, addresses, domains []string) bool {
 }
 
 // Denied answers a signed-in visitor who is not allowed on the route: 403 ERR_NGROK_3129.
-func Denied(w http.ResponseWriter, msg string) {
-	ErrorPage(w, http.StatusForbidden, CodeDenied, msg)
+func Denied(w http.ResponseWriter, r *http.Request, msg string) {
+	ErrorPage(w, r, http.StatusForbidden, CodeDenied, msg)
 }
 
 // SignInFailed answers a sign-in that cannot complete, with its status and ERR_NGROK_5211.
-func SignInFailed(w http.ResponseWriter, status int, msg string) {
-	ErrorPage(w, status, CodeSignInFailed, msg)
+func SignInFailed(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	ErrorPage(w, r, status, CodeSignInFailed, msg)
 }
 
 // redirectURL is the absolute URL of path on the request's host, for the provider's callback.

@@ -236,7 +236,7 @@ func TestIdentityHelpers(t *testing.T) {
 		t.Fatal("short key accepted")
 	}
 	rec = httptest.NewRecorder()
-	Denied(rec, "no")
+	Denied(rec, httptest.NewRequest("GET", "http://app.example/", nil), "no")
 	if rec.Code != 403 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_3129" {
 		t.Fatalf("denied %d %v", rec.Code, rec.Header())
 	}

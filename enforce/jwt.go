@@ -131,12 +131,12 @@ type checkedToken struct {
 func (j *JWT) admit(w http.ResponseWriter, r *http.Request, record bool) ([]checkedToken, bool) {
 	tokens, late := j.find(w, r)
 	if late {
-		ErrorPage(w, http.StatusRequestTimeout, 3406, "The request body a token is looked for in did not arrive in time.")
+		ErrorPage(w, r, http.StatusRequestTimeout, 3406, "The request body a token is looked for in did not arrive in time.")
 		return nil, false
 	}
 	if len(tokens) == 0 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane"`)
-		ErrorPage(w, http.StatusUnauthorized, 3406, "Token could not be found in request.")
+		ErrorPage(w, r, http.StatusUnauthorized, 3406, "Token could not be found in request.")
 		return nil, false
 	}
 	var reason error
@@ -159,7 +159,7 @@ func (j *JWT) admit(w http.ResponseWriter, r *http.Request, record bool) ([]chec
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="edgeplane", error="invalid_token", error_description="`+
 		strings.NewReplacer(`"`, "'", `\`, "/").Replace(reason.Error())+`"`)
-	ErrorPage(w, http.StatusUnauthorized, 3401, "Your request lacks valid credentials: the token is not valid ("+reason.Error()+").")
+	ErrorPage(w, r, http.StatusUnauthorized, 3401, "Your request lacks valid credentials: the token is not valid ("+reason.Error()+").")
 	return checked, false
 }
 

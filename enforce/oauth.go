@@ -322,7 +322,7 @@ func (u oauthUnavailable) Name() string { return "oauth" }
 // Wrap refuses every request.
 func (u oauthUnavailable) Wrap(http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "This route signs visitors in with "+u.provider+
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "This route signs visitors in with "+u.provider+
 			" through the managed OAuth application, and this edgeplane server has none for "+u.provider+
 			": its operator must start it with --oauth-app "+u.provider+"=CLIENT_ID:CLIENT_SECRET (or EDGEPLANE_OAUTH_APPS), "+
 			"or the route must name its own client_id and client_secret.")

@@ -101,7 +101,7 @@ func (st *signIn) Wrap(next http.Handler) http.Handler {
 			_ = st.s.Save(w, sess)
 		}
 		if !st.b.allowed(sess.Identity) {
-			Denied(w, "You signed in as "+describe(sess.Identity)+", who is not allowed on this endpoint.")
+			Denied(w, r, "You signed in as "+describe(sess.Identity)+", who is not allowed on this endpoint.")
 			return
 		}
 		st.s.Touch(w, sess)
@@ -117,11 +117,11 @@ func (st *signIn) begin(w http.ResponseWriter, r *http.Request, returnTo string)
 	f := &signInFlow{Nonce: RandomToken(), Verifier: oauth2.GenerateVerifier(), Return: returnTo, App: st.app}
 	u, err := st.b.authURL(r.Context(), redirectURL(r, st.s.Paths.Callback), state, f)
 	if err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The identity provider cannot be reached to sign in: "+fetchFailure(err))
+		SignInFailed(w, r, http.StatusBadGateway, "The identity provider cannot be reached to sign in: "+fetchFailure(err))
 		return
 	}
 	if err := st.s.SaveFlow(w, state, f); err != nil {
-		SignInFailed(w, http.StatusInternalServerError, "The sign-in could not be started.")
+		SignInFailed(w, r, http.StatusInternalServerError, "The sign-in could not be started.")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -138,32 +138,32 @@ func (st *signIn) callback(w http.ResponseWriter, r *http.Request) {
 		if st.app != "" {
 			msg = "This sign-in expired, was started in another browser, or began with another client_id than this request renders. Open the page again to sign in."
 		}
-		SignInFailed(w, http.StatusBadRequest, msg)
+		SignInFailed(w, r, http.StatusBadRequest, msg)
 		return
 	}
 	if f.App != st.app {
-		SignInFailed(w, http.StatusBadRequest, "This sign-in began with another client_secret than this request renders, so it is not finished. Open the page again to sign in.")
+		SignInFailed(w, r, http.StatusBadRequest, "This sign-in began with another client_secret than this request renders, so it is not finished. Open the page again to sign in.")
 		return
 	}
 	if e := q.Get("error"); e != "" {
-		SignInFailed(w, http.StatusForbidden, "The identity provider refused the sign-in: "+short(e+" "+q.Get("error_description")))
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider refused the sign-in: "+short(e+" "+q.Get("error_description")))
 		return
 	}
 	if q.Get("code") == "" {
-		SignInFailed(w, http.StatusBadRequest, "The identity provider sent no authorization code.")
+		SignInFailed(w, r, http.StatusBadRequest, "The identity provider sent no authorization code.")
 		return
 	}
 	id, serr := st.b.finish(r.Context(), r, redirectURL(r, st.s.Paths.Callback), &f)
 	if serr != nil {
-		ErrorPage(w, serr.status, serr.code, serr.msg)
+		ErrorPage(w, r, serr.status, serr.code, serr.msg)
 		return
 	}
 	if !st.b.allowed(id) {
-		Denied(w, "You signed in as "+describe(id)+", who is not allowed on this endpoint.")
+		Denied(w, r, "You signed in as "+describe(id)+", who is not allowed on this endpoint.")
 		return
 	}
 	if _, err := st.s.Start(w, r, id); err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The sign-in could not be kept: "+err.Error())
+		SignInFailed(w, r, http.StatusBadGateway, "The sign-in could not be kept: "+err.Error())
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

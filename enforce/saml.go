@@ -248,7 +248,7 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 		}
 		if strings.HasPrefix(r.URL.Path, s.spDir) {
 			// Another path of the service provider's own: none, whatever the route's match.
-			ErrorPage(w, http.StatusNotFound, 3200, "The SAML service provider of this route serves only its metadata, ACS and SLO URLs.")
+			ErrorPage(w, r, http.StatusNotFound, 3200, "The SAML service provider of this route serves only its metadata, ACS and SLO URLs.")
 			return
 		}
 		if s.sessions.Passthrough(r) {
@@ -268,7 +268,7 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if !s.allowed(sess.Groups) {
-			notInGroup(w)
+			notInGroup(w, r)
 			return
 		}
 		s.sessions.Touch(w, sess)
@@ -282,7 +282,7 @@ func (s *SAML) Wrap(next http.Handler) http.Handler {
 func (s *SAML) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		ErrorPage(w, http.StatusMethodNotAllowed, CodeSignInFailed, "The SAML metadata is read with GET.")
+		ErrorPage(w, r, http.StatusMethodNotAllowed, CodeSignInFailed, "The SAML metadata is read with GET.")
 		return
 	}
 	h := w.Header()
@@ -310,12 +310,12 @@ type samlFlow struct {
 func (s *SAML) startSignIn(w http.ResponseWriter, r *http.Request) {
 	req, err := s.sp.MakeAuthenticationRequest(s.sso, s.binding, saml.HTTPPostBinding)
 	if err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The SAML authentication request could not be made.")
+		SignInFailed(w, r, http.StatusBadGateway, "The SAML authentication request could not be made.")
 		return
 	}
 	state := RandomToken()
 	if err := s.saveFlow(w, state, samlFlow{ID: req.ID, Return: s.sessions.ReturnTo(r)}); err != nil {
-		SignInFailed(w, http.StatusBadRequest, "The sign-in could not be started.")
+		SignInFailed(w, r, http.StatusBadRequest, "The sign-in could not be started.")
 		return
 	}
 	h := w.Header()
@@ -323,7 +323,7 @@ func (s *SAML) startSignIn(w http.ResponseWriter, r *http.Request) {
 	if s.binding == saml.HTTPRedirectBinding {
 		u, err := req.Redirect(state, s.sp)
 		if err != nil {
-			SignInFailed(w, http.StatusBadGateway, "The SAML authentication request could not be signed.")
+			SignInFailed(w, r, http.StatusBadGateway, "The SAML authentication request could not be signed.")
 			return
 		}
 		http.Redirect(w, r, u.String(), http.StatusFound)

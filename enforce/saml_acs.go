@@ -51,18 +51,18 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		if r.URL.Query().Get("SAMLart") == "" {
 			w.Header().Set("Allow", "POST")
-			SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
+			SignInFailed(w, r, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
 			return
 		}
 		_ = r.ParseForm() // the query only: a GET has no form body
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		SignInFailed(w, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
+		SignInFailed(w, r, http.StatusMethodNotAllowed, "The assertion consumer service takes the identity provider's POST, or a GET with a SAMLart.")
 		return
 	}
 	encoded, artifact, relay := r.PostForm.Get("SAMLResponse"), r.Form.Get("SAMLart"), r.Form.Get("RelayState")
 	if encoded == "" && artifact == "" {
-		SignInFailed(w, http.StatusBadRequest, "The identity provider's answer has no SAMLResponse or SAMLart.")
+		SignInFailed(w, r, http.StatusBadRequest, "The identity provider's answer has no SAMLResponse or SAMLart.")
 		return
 	}
 	var ids []string
@@ -76,7 +76,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 		// the IdP sets one, is the URL to go to (on this host only).
 		ids, back = nil, s.relayTarget(relay, r.Host)
 	default:
-		ErrorPage(w, http.StatusBadRequest, CodeSAMLRelayState,
+		ErrorPage(w, r, http.StatusBadRequest, CodeSAMLRelayState,
 			"SAML RelayState parameter is invalid: no sign-in started here is waiting for this answer (it expired or was already used, or the identity provider started it and this route does not allow IdP-initiated sign-in).")
 		return
 	}
@@ -88,21 +88,21 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 	} else {
 		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(encoded))
 		if err != nil {
-			SignInFailed(w, http.StatusBadRequest, "The SAMLResponse is not base64.")
+			SignInFailed(w, r, http.StatusBadRequest, "The SAMLResponse is not base64.")
 			return
 		}
 		if a, err = s.sp.ParseXMLResponse(raw, ids, s.acsURL); err != nil {
-			SignInFailed(w, http.StatusForbidden, "The identity provider's answer was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider, this sign-in or this time.")
+			SignInFailed(w, r, http.StatusForbidden, "The identity provider's answer was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider, this sign-in or this time.")
 			return
 		}
 	}
 	id, groups := s.identityOf(a)
 	if id.UserID == "" {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion names no subject.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's assertion names no subject.")
 		return
 	}
 	if !s.allowed(groups) {
-		notInGroup(w)
+		notInGroup(w, r)
 		return
 	}
 	id.Groups = s.kept(groups)
@@ -110,7 +110,7 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.sessions.Start(w, r, id); err != nil {
-		SignInFailed(w, http.StatusBadRequest, "The signed-in identity is too large for a session.")
+		SignInFailed(w, r, http.StatusBadRequest, "The signed-in identity is too large for a session.")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -124,21 +124,21 @@ func (s *SAML) serveACS(w http.ResponseWriter, r *http.Request) {
 // unavailable) the answer is refused with 503 ERR_NGROK_3210, never accepted unrecorded.
 func (s *SAML) firstUse(w http.ResponseWriter, r *http.Request, a *saml.Assertion) bool {
 	if s.useOnce == nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used assertions, so it accepts none.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used assertions, so it accepts none.")
 		return false
 	}
 	if a.ID == "" {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion has no ID, so it cannot be accepted once only.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's assertion has no ID, so it cannot be accepted once only.")
 		return false
 	}
 	now := saml.TimeNow()
 	fresh, err := s.useOnce(r.Context(), s.onceScope, a.ID, assertionExpiry(a, now))
 	if err != nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the assertion as used (its database is unavailable); sign in again in a moment.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module could not record the assertion as used (its database is unavailable); sign in again in a moment.")
 		return false
 	}
 	if !fresh {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's assertion was already used: each assertion signs in once only.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's assertion was already used: each assertion signs in once only.")
 		return false
 	}
 	return true
@@ -250,6 +250,6 @@ func (s *SAML) kept(groups []string) []string {
 }
 
 // notInGroup answers a signed-in user who is in none of authorized_groups: 403 ERR_NGROK_5312.
-func notInGroup(w http.ResponseWriter) {
-	ErrorPage(w, http.StatusForbidden, CodeSAMLNotInGroup, "You are not a member of the configured authorized groups on this edge.")
+func notInGroup(w http.ResponseWriter, r *http.Request) {
+	ErrorPage(w, r, http.StatusForbidden, CodeSAMLNotInGroup, "You are not a member of the configured authorized groups on this edge.")
 }

@@ -46,13 +46,13 @@ func (s *SAML) resolveArtifact(w http.ResponseWriter, r *http.Request, ids []str
 	switch {
 	case !errors.Is(err, saml.ErrArtifactResolution):
 		// The IdP answered: its answer was checked and refused.
-		SignInFailed(w, http.StatusForbidden, "The identity provider's answer to the artifact was refused: it has no response for this artifact (unknown, or already resolved), or it is not signed by the identity provider of this route's metadata, or not for this service provider, this sign-in or this time.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's answer to the artifact was refused: it has no response for this artifact (unknown, or already resolved), or it is not signed by the identity provider of this route's metadata, or not for this service provider, this sign-in or this time.")
 	case errors.Is(err, saml.ErrIssuerMismatch):
-		SignInFailed(w, http.StatusForbidden, "The SAMLart was not issued by the identity provider of this route's metadata.")
+		SignInFailed(w, r, http.StatusForbidden, "The SAMLart was not issued by the identity provider of this route's metadata.")
 	case errors.Is(err, saml.ErrMalformedMessage) || errors.Is(err, saml.ErrUnsupported):
-		SignInFailed(w, http.StatusBadRequest, "The SAMLart is not a SAML 2.0 artifact.")
+		SignInFailed(w, r, http.StatusBadRequest, "The SAMLart is not a SAML 2.0 artifact.")
 	default:
-		SignInFailed(w, http.StatusBadGateway, "The identity provider's artifact resolution service could not be asked for the answer: "+fetchFailure(inner))
+		SignInFailed(w, r, http.StatusBadGateway, "The identity provider's artifact resolution service could not be asked for the answer: "+fetchFailure(inner))
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func (s *SAML) checkRevoked(w http.ResponseWriter, r *http.Request, sess *Sessio
 	}
 	revoked, err := s.revocations.Revoked(r.Context(), s.revScope, time.Unix(sess.IssuedAt, 0), subjects...)
 	if err != nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not read which sessions were ended by single logout (its database is unavailable); try again in a moment.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module could not read which sessions were ended by single logout (its database is unavailable); try again in a moment.")
 		return false, true
 	}
 	return revoked, false
@@ -93,7 +93,7 @@ func (s *SAML) serveSLO(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		w.Header().Set("Allow", "GET, POST")
-		SignInFailed(w, http.StatusMethodNotAllowed, "The single logout service takes GET and POST.")
+		SignInFailed(w, r, http.StatusMethodNotAllowed, "The single logout service takes GET and POST.")
 	case r.FormValue("SAMLRequest") != "":
 		s.idpLogout(w, r)
 	case r.FormValue("SAMLResponse") != "":
@@ -124,19 +124,19 @@ func (s *SAML) startLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := s.sp.MakeLogoutRequest(s.slo, sess.UserID, saml.WithSessionIndex(sess.SessionIndex))
 	if err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The SAML logout request could not be made; you are signed out of this site only.")
+		SignInFailed(w, r, http.StatusBadGateway, "The SAML logout request could not be made; you are signed out of this site only.")
 		return
 	}
 	state := RandomToken()
 	if err := s.saveFlow(w, state, samlFlow{ID: req.ID, Return: s.returnBase, Logout: true}); err != nil {
-		SignInFailed(w, http.StatusBadRequest, "The logout could not be started; you are signed out of this site only.")
+		SignInFailed(w, r, http.StatusBadRequest, "The logout could not be started; you are signed out of this site only.")
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if s.sloBinding == saml.HTTPRedirectBinding {
 		u, err := s.sp.RedirectLogoutRequestURL(req, state)
 		if err != nil {
-			SignInFailed(w, http.StatusBadGateway, "The SAML logout request could not be signed; you are signed out of this site only.")
+			SignInFailed(w, r, http.StatusBadGateway, "The SAML logout request could not be signed; you are signed out of this site only.")
 			return
 		}
 		http.Redirect(w, r, u.String(), http.StatusFound)
@@ -149,12 +149,12 @@ func (s *SAML) startLogout(w http.ResponseWriter, r *http.Request) {
 func (s *SAML) logoutAnswered(w http.ResponseWriter, r *http.Request) {
 	var f samlFlow
 	if !s.sessions.OpenFlow(w, r, r.FormValue("RelayState"), &f) || !f.Logout {
-		ErrorPage(w, http.StatusBadRequest, CodeSAMLRelayState,
+		ErrorPage(w, r, http.StatusBadRequest, CodeSAMLRelayState,
 			"SAML RelayState parameter is invalid: no logout started here is waiting for this answer (it expired or was already used).")
 		return
 	}
 	if _, err := s.sp.ParseLogoutResponse(r, []string{f.ID}); err != nil {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's logout answer was refused: it is not signed by the identity provider of this route's metadata, not for this logout, or not a success. You are signed out of this site; your session at the identity provider may remain.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's logout answer was refused: it is not signed by the identity provider of this route's metadata, not for this logout, or not a success. You are signed out of this site; your session at the identity provider may remain.")
 		return
 	}
 	s.sessions.Logout(w, r)
@@ -165,24 +165,24 @@ func (s *SAML) logoutAnswered(w http.ResponseWriter, r *http.Request) {
 func (s *SAML) idpLogout(w http.ResponseWriter, r *http.Request) {
 	req, err := s.sp.ValidateLogoutRequest(r)
 	if err != nil || req.NameID == nil || req.NameID.Value == "" {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's logout request was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider or this time.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's logout request was refused: it is not signed by the identity provider of this route's metadata, or it is not for this service provider or this time.")
 		return
 	}
 	if s.useOnce == nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used logout requests, so it accepts none.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module of this route has no record of used logout requests, so it accepts none.")
 		return
 	}
 	fresh, err := s.useOnce(r.Context(), s.onceScope+":logout", req.ID, s.logoutKeptUntil(req))
 	if err != nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the logout request as used (its database is unavailable); it ended no session.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module could not record the logout request as used (its database is unavailable); it ended no session.")
 		return
 	}
 	if !fresh {
-		SignInFailed(w, http.StatusForbidden, "The identity provider's logout request was already used: each logout request is taken once only.")
+		SignInFailed(w, r, http.StatusForbidden, "The identity provider's logout request was already used: each logout request is taken once only.")
 		return
 	}
 	if err := s.revoke(r, req.NameID.Value, sessionIndexes(req)); err != nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, "The saml module could not record the ended sessions (its database is unavailable); the identity provider is not told they ended.")
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The saml module could not record the ended sessions (its database is unavailable); the identity provider is not told they ended.")
 		return
 	}
 	if sess := s.sessions.Load(r); sess != nil && sess.UserID == req.NameID.Value {
@@ -195,7 +195,7 @@ func (s *SAML) idpLogout(w http.ResponseWriter, r *http.Request) {
 	if loc := s.sp.GetSLOBindingLocation(saml.HTTPRedirectBinding); (redirect && loc != "") || s.sp.GetSLOBindingLocation(saml.HTTPPostBinding) == "" {
 		u, err := s.sp.MakeRedirectLogoutResponse(req.ID, relay)
 		if err != nil {
-			SignInFailed(w, http.StatusBadGateway, "The SAML logout response could not be signed; the sessions ended.")
+			SignInFailed(w, r, http.StatusBadGateway, "The SAML logout response could not be signed; the sessions ended.")
 			return
 		}
 		http.Redirect(w, r, u.String(), http.StatusFound)
@@ -203,7 +203,7 @@ func (s *SAML) idpLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	form, err := s.sp.MakePostLogoutResponse(req.ID, relay)
 	if err != nil {
-		SignInFailed(w, http.StatusBadGateway, "The SAML logout response could not be signed; the sessions ended.")
+		SignInFailed(w, r, http.StatusBadGateway, "The SAML logout response could not be signed; the sessions ended.")
 		return
 	}
 	postPage(w, "Signed out", form)

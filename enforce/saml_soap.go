@@ -35,53 +35,53 @@ func (s *SAML) soapLogout(w http.ResponseWriter, r *http.Request) {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		SignInFailed(w, http.StatusRequestEntityTooLarge, "The identity provider's SOAP logout request is too large.")
+		SignInFailed(w, r, http.StatusRequestEntityTooLarge, "The identity provider's SOAP logout request is too large.")
 		return
 	case timedOut(err):
-		SignInFailed(w, http.StatusRequestTimeout, "The identity provider's SOAP logout request did not arrive in time.")
+		SignInFailed(w, r, http.StatusRequestTimeout, "The identity provider's SOAP logout request did not arrive in time.")
 		return
 	case err != nil:
-		SignInFailed(w, http.StatusBadRequest, "The identity provider's SOAP logout request could not be read.")
+		SignInFailed(w, r, http.StatusBadRequest, "The identity provider's SOAP logout request could not be read.")
 		return
 	}
 	lift()
 	req, err := s.sp.ParseXMLSOAPLogoutRequest(body)
 	if err != nil || req.NameID == nil || req.NameID.Value == "" {
 		// Not authenticated as the IdP's: no InResponseTo, since its ID cannot be trusted.
-		s.soapAnswer(w, "", saml.StatusRequester, saml.StatusRequestDenied, CodeSignInFailed)
+		s.soapAnswer(w, r, "", saml.StatusRequester, saml.StatusRequestDenied, CodeSignInFailed)
 		return
 	}
 	if s.useOnce == nil || s.revocations == nil {
-		s.soapAnswer(w, req.ID, saml.StatusResponder, "", 3210)
+		s.soapAnswer(w, r, req.ID, saml.StatusResponder, "", 3210)
 		return
 	}
 	fresh, err := s.useOnce(r.Context(), s.onceScope+":logout", req.ID, s.logoutKeptUntil(req))
 	if err != nil {
-		s.soapAnswer(w, req.ID, saml.StatusResponder, "", 3210)
+		s.soapAnswer(w, r, req.ID, saml.StatusResponder, "", 3210)
 		return
 	}
 	if !fresh {
-		s.soapAnswer(w, req.ID, saml.StatusRequester, saml.StatusRequestDenied, CodeSignInFailed)
+		s.soapAnswer(w, r, req.ID, saml.StatusRequester, saml.StatusRequestDenied, CodeSignInFailed)
 		return
 	}
 	if err := s.revoke(r, req.NameID.Value, sessionIndexes(req)); err != nil {
-		s.soapAnswer(w, req.ID, saml.StatusResponder, "", 3210)
+		s.soapAnswer(w, r, req.ID, saml.StatusResponder, "", 3210)
 		return
 	}
-	s.soapAnswer(w, req.ID, saml.StatusSuccess, "", 0)
+	s.soapAnswer(w, r, req.ID, saml.StatusSuccess, "", 0)
 }
 
 // soapAnswer writes the signed LogoutResponse to the LogoutRequest id ("" when the request could
 // not be trusted) with status (and second, a second-level status, when not ""), naming code in
 // ngrok-error-code when it is not 0. The answer is HTTP 200 whatever the status (saml-bindings
 // §3.2.3.3); when it cannot even be signed, a 500 with a SOAP fault tells the IdP so.
-func (s *SAML) soapAnswer(w http.ResponseWriter, id, status, second string, code int) {
+func (s *SAML) soapAnswer(w http.ResponseWriter, r *http.Request, id, status, second string, code int) {
 	st := saml.Status{StatusCode: saml.StatusCode{Value: status}}
 	if second != "" {
 		st.StatusCode.StatusCode = &saml.StatusCode{Value: second}
 	}
 	if code != 0 {
-		countError(code)
+		countAnswer(r, code)
 		w.Header().Set("ngrok-error-code", errorCode(code))
 	}
 	resp, err := s.sp.MakeSOAPLogoutResponse(id, st)

@@ -56,5 +56,5 @@ func (s *SAML) soapOnlyLogout(w http.ResponseWriter, r *http.Request, sess *Sess
 	s.log.Warn("saml: the identity provider did not confirm a back-channel logout; the session ended here only",
 		"route", s.routeID, "idp", s.sp.IDPMetadata.EntityID, "why", why)
 	s.sessions.Clear(w)
-	SignInFailed(w, http.StatusBadGateway, "You are signed out of this site, but the identity provider did not confirm the logout ("+why+"): your session there may remain.")
+	SignInFailed(w, r, http.StatusBadGateway, "You are signed out of this site, but the identity provider did not confirm the logout ("+why+"): your session there may remain.")
 }

@@ -230,7 +230,7 @@ func (tp *TrafficPolicy) serve(w http.ResponseWriter, r *http.Request, next http
 		if pr.rule.Expressions != nil {
 			ok, err := pr.rule.Match(getVars())
 			if err != nil {
-				policyFailed(w, err)
+				policyFailed(w, r, err)
 				return
 			}
 			if !ok {
@@ -280,8 +280,8 @@ func (tp *TrafficPolicy) vars(r *http.Request) map[string]any {
 func (tp *TrafficPolicy) ConnReads() ConnReads { return ConnReads{Bytes: tp.bytes, JA4: tp.ja4} }
 
 // policyFailed answers a request whose policy could not be evaluated.
-func policyFailed(w http.ResponseWriter, err error) {
-	ErrorPage(w, http.StatusServiceUnavailable, 3210, "The traffic_policy of this endpoint could not be evaluated: "+err.Error())
+func policyFailed(w http.ResponseWriter, r *http.Request, err error) {
+	ErrorPage(w, r, http.StatusServiceUnavailable, 3210, "The traffic_policy of this endpoint could not be evaluated: "+err.Error())
 }
 
 // noInterpolation refuses CEL interpolation where edgeplane does not evaluate it yet (the

@@ -82,7 +82,7 @@ func init() {
 					err = trafficpolicy.CheckCredential(s)
 				}
 				if err != nil {
-					ErrorPage(w, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action basic-auth field credentials (%s): %v", a.Path, err))
+					ErrorPage(w, r, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action basic-auth field credentials (%s): %v", a.Path, err))
 					return nil
 				}
 				cu, cp, _ := strings.Cut(s, ":")
@@ -96,7 +96,7 @@ func init() {
 				return r
 			}
 			w.Header().Set("WWW-Authenticate", challenge)
-			ErrorPage(w, http.StatusUnauthorized, 3401, "This endpoint requires a username and password.")
+			ErrorPage(w, r, http.StatusUnauthorized, 3401, "This endpoint requires a username and password.")
 			return nil
 		}, nil
 	})
@@ -119,7 +119,7 @@ func init() {
 		return func(w http.ResponseWriter, r *http.Request, _ func() map[string]any) *http.Request {
 			admitted, probe := b.admit()
 			if !admitted {
-				ErrorPage(w, http.StatusServiceUnavailable, 3202, "The circuit breaker of this endpoint's traffic policy is open: its upstream failed too often, so requests are refused for a while to let it recover.")
+				ErrorPage(w, r, http.StatusServiceUnavailable, 3202, "The circuit breaker of this endpoint's traffic policy is open: its upstream failed too often, so requests are refused for a while to let it recover.")
 				return nil
 			}
 			if pw, ok := w.(*policyWriter); ok {

@@ -106,25 +106,25 @@ func init() {
 		}
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if c := encoded(r.Header); c != "" {
-				ErrorPage(w, http.StatusUnsupportedMediaType, 3904, "The request body is encoded ("+c+"): this endpoint's traffic policy rewrites request bodies and cannot rewrite an encoded one.")
+				ErrorPage(w, r, http.StatusUnsupportedMediaType, 3904, "The request body is encoded ("+c+"): this endpoint's traffic policy rewrites request bodies and cannot rewrite an encoded one.")
 				return nil
 			}
 			if r.ContentLength > MaxFindReplaceBody {
-				bodyTooLarge(w, "request", a.Type)
+				bodyTooLarge(w, r, "request", a.Type)
 				return nil
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, MaxFindReplaceBody+1))
 			if err != nil {
-				ErrorPage(w, http.StatusBadRequest, 3903, "The request body could not be read for action type "+a.Type+".")
+				ErrorPage(w, r, http.StatusBadRequest, 3903, "The request body could not be read for action type "+a.Type+".")
 				return nil
 			}
 			if len(body) > MaxFindReplaceBody {
-				bodyTooLarge(w, "request", a.Type)
+				bodyTooLarge(w, r, "request", a.Type)
 				return nil
 			}
 			out, err := replaceAll(rps, vars(), body)
 			if err != nil {
-				bodyRewriteFailed(w, a, err)
+				bodyRewriteFailed(w, r, a, err)
 				return nil
 			}
 			r2 := withOwnHeader(r)
@@ -151,20 +151,20 @@ func init() {
 	})
 }
 
-func bodyTooLarge(w http.ResponseWriter, what, typ string) {
+func bodyTooLarge(w http.ResponseWriter, r *http.Request, what, typ string) {
 	status := http.StatusRequestEntityTooLarge
 	if what == "response" {
 		status = http.StatusBadGateway
 	}
-	ErrorPage(w, status, 3903, fmt.Sprintf("The %s body could not be buffered for action type %s: it is larger than the %d bytes edgeplane rewrites.", what, typ, MaxFindReplaceBody))
+	ErrorPage(w, r, status, 3903, fmt.Sprintf("The %s body could not be buffered for action type %s: it is larger than the %d bytes edgeplane rewrites.", what, typ, MaxFindReplaceBody))
 }
 
-func bodyRewriteFailed(w http.ResponseWriter, a *trafficpolicy.Action, err error) {
+func bodyRewriteFailed(w http.ResponseWriter, r *http.Request, a *trafficpolicy.Action, err error) {
 	code := 3904
 	if errors.Is(err, errBadPattern) {
 		code = 3901
 	}
-	ErrorPage(w, http.StatusServiceUnavailable, code, fmt.Sprintf("The body could not be modified by %s (%s): %v", a.Path, a.Type, err))
+	ErrorPage(w, r, http.StatusServiceUnavailable, code, fmt.Sprintf("The body could not be modified by %s (%s): %v", a.Path, a.Type, err))
 }
 
 // bodyRewriter holds a response body up to MaxFindReplaceBody, then writes it rewritten by
@@ -187,7 +187,7 @@ func (b *bodyRewriter) Write(p []byte) (int, error) {
 		return 0, errBodyAbandoned
 	}
 	if b.buf.Len()+len(p) > MaxFindReplaceBody {
-		b.abandon(func(w http.ResponseWriter) { bodyTooLarge(w, "response", b.typ) })
+		b.abandon(func(w http.ResponseWriter) { bodyTooLarge(w, b.w.req, "response", b.typ) })
 		return 0, errBodyAbandoned
 	}
 	return b.buf.Write(p)
@@ -213,7 +213,7 @@ func (b *bodyRewriter) finish() {
 	if c := encoded(w.Header()); c != "" {
 		b.failed = true
 		b.abandon(func(rw http.ResponseWriter) {
-			ErrorPage(rw, http.StatusBadGateway, 3904, "The upstream's response is encoded ("+c+") although edgeplane asked for it uncompressed: this endpoint's traffic policy rewrites response bodies and cannot rewrite an encoded one.")
+			ErrorPage(rw, b.w.req, http.StatusBadGateway, 3904, "The upstream's response is encoded ("+c+") although edgeplane asked for it uncompressed: this endpoint's traffic policy rewrites response bodies and cannot rewrite an encoded one.")
 		})
 		return
 	}
@@ -226,7 +226,7 @@ func (b *bodyRewriter) finish() {
 				if errors.Is(err, errBadPattern) {
 					code = 3901
 				}
-				ErrorPage(rw, http.StatusBadGateway, code, "The response body could not be modified by "+b.typ+": "+err.Error())
+				ErrorPage(rw, b.w.req, http.StatusBadGateway, code, "The response body could not be modified by "+b.typ+": "+err.Error())
 			})
 			return
 		}

@@ -28,6 +28,10 @@ type ConnInfo struct {
 	// Served looks up the certificate the connection's listener presents for a server name
 	// (conn.tls.server.*); nil on a listener without TLS.
 	Served func(serverName string) *x509.Certificate
+	// Errors counts the answers ErrorPage gives the connection's requests: the counter of the
+	// listeners that accepted it, so that each set of listeners counts only its own; nil counts
+	// nothing.
+	Errors *ErrorCounter
 }
 
 // ByteCounter is a public connection that counts its bytes (the listener wraps the
@@ -138,7 +142,7 @@ func init() {
 		}
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if err := set(vars()); err != nil {
-				policyFailed(w, err)
+				policyFailed(w, r, err)
 				return nil
 			}
 			return r
@@ -158,7 +162,7 @@ func init() {
 		}
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if err := rec(vars()); err != nil {
-				policyFailed(w, err)
+				policyFailed(w, r, err)
 				return nil
 			}
 			return r

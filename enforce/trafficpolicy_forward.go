@@ -73,7 +73,7 @@ func init() {
 			case err == nil:
 				return nil // the internal endpoint answered
 			case halt:
-				ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The forward-internal action %s failed: %v", a.Path, err))
+				ErrorPage(w, r, http.StatusNotFound, 3200, fmt.Sprintf("The forward-internal action %s failed: %v", a.Path, err))
 				return nil
 			}
 			return r

@@ -49,7 +49,7 @@ func init() {
 		}
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			if code, err := h.run(r, vars()); err != nil && h.halt {
-				ErrorPage(w, http.StatusBadGateway, code, fmt.Sprintf("The http-request action %s failed: %v", a.Path, err))
+				ErrorPage(w, r, http.StatusBadGateway, code, fmt.Sprintf("The http-request action %s failed: %v", a.Path, err))
 				return nil
 			}
 			return r
@@ -64,7 +64,7 @@ func init() {
 			if code, err := h.run(w.req, vars); err != nil && h.halt {
 				clear(w.Header())
 				w.status = http.StatusBadGateway
-				ErrorPage(w.ResponseWriter, http.StatusBadGateway, code, fmt.Sprintf("The http-request action %s failed: %v", a.Path, err))
+				ErrorPage(w.ResponseWriter, w.req, http.StatusBadGateway, code, fmt.Sprintf("The http-request action %s failed: %v", a.Path, err))
 				return true, nil
 			}
 			return false, nil

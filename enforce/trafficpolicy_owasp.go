@@ -64,11 +64,11 @@ func init() {
 				return r
 			}
 			if inspectErr != nil {
-				wafFailed(w, "request", inspectErr)
+				wafFailed(w, r, "request", inspectErr)
 				return nil
 			}
 			if it != nil {
-				wafBlocked(w, "request", it)
+				wafBlocked(w, r, "request", it)
 				return nil
 			}
 			return r
@@ -175,9 +175,9 @@ func wafReadBody(w http.ResponseWriter, r *http.Request, typ string, within time
 	held, err := io.ReadAll(io.LimitReader(r.Body, MaxWAFBody))
 	if err != nil {
 		if timedOut(err) {
-			ErrorPage(w, http.StatusRequestTimeout, 3903, "The request body did not arrive in time for action type "+typ+".")
+			ErrorPage(w, r, http.StatusRequestTimeout, 3903, "The request body did not arrive in time for action type "+typ+".")
 		} else {
-			ErrorPage(w, http.StatusBadRequest, 3903, "The request body could not be read for action type "+typ+".")
+			ErrorPage(w, r, http.StatusBadRequest, 3903, "The request body could not be read for action type "+typ+".")
 		}
 		return nil, false
 	}
@@ -206,11 +206,11 @@ func wafResult(tx types.Transaction, it *types.Interruption, direction string) m
 }
 
 // wafBlocked answers a message the rule set blocked.
-func wafBlocked(w http.ResponseWriter, what string, it *types.Interruption) {
-	ErrorPage(w, http.StatusForbidden, WAFCode, fmt.Sprintf("The %s was blocked by the web application firewall (OWASP Core Rule Set rule %d).", what, it.RuleID))
+func wafBlocked(w http.ResponseWriter, r *http.Request, what string, it *types.Interruption) {
+	ErrorPage(w, r, http.StatusForbidden, WAFCode, fmt.Sprintf("The %s was blocked by the web application firewall (OWASP Core Rule Set rule %d).", what, it.RuleID))
 }
 
 // wafFailed answers a message the rule set could not be run on (on_error: halt).
-func wafFailed(w http.ResponseWriter, what string, err error) {
-	ErrorPage(w, http.StatusServiceUnavailable, WAFCode, fmt.Sprintf("The %s could not be inspected by the web application firewall: %v.", what, err))
+func wafFailed(w http.ResponseWriter, r *http.Request, what string, err error) {
+	ErrorPage(w, r, http.StatusServiceUnavailable, WAFCode, fmt.Sprintf("The %s could not be inspected by the web application firewall: %v.", what, err))
 }

@@ -32,10 +32,10 @@ func (c *wafCheck) decide(w *policyWriter) bool {
 	clear(w.Header())
 	if c.err != nil {
 		w.status = http.StatusServiceUnavailable
-		wafFailed(w.ResponseWriter, "response", c.err)
+		wafFailed(w.ResponseWriter, w.req, "response", c.err)
 	} else {
 		w.status = http.StatusForbidden
-		wafBlocked(w.ResponseWriter, "response", c.it)
+		wafBlocked(w.ResponseWriter, w.req, "response", c.it)
 	}
 	return true
 }

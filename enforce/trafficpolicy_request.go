@@ -26,13 +26,13 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return func(w http.ResponseWriter, _ *http.Request, vars func() map[string]any) *http.Request {
+		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			b, err := body.Render(vars())
 			if err == nil {
 				err = headers.render(vars(), w.Header().Set)
 			}
 			if err != nil {
-				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				policyFailed(w, r, fmt.Errorf("%s: %v", a.Path, err))
 				return nil
 			}
 			w.WriteHeader(status)
@@ -63,7 +63,7 @@ func init() {
 				r.Header.Add(k, v)
 			})
 			if err != nil {
-				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				policyFailed(w, r, fmt.Errorf("%s: %v", a.Path, err))
 				return nil
 			}
 			if results {
@@ -101,7 +101,7 @@ func init() {
 				err = headers.render(vars(), w.Header().Set)
 			}
 			if err != nil {
-				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				policyFailed(w, r, fmt.Errorf("%s: %v", a.Path, err))
 				return nil
 			}
 			loc, ok := rewrite(from, fullURL(r), target)
@@ -129,7 +129,7 @@ func init() {
 		return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
 			target, err := toTemplate.Render(vars())
 			if err != nil {
-				policyFailed(w, fmt.Errorf("%s: %v", a.Path, err))
+				policyFailed(w, r, fmt.Errorf("%s: %v", a.Path, err))
 				return nil
 			}
 			to, ok := rewrite(from, fullURL(r), target)
@@ -141,7 +141,7 @@ func init() {
 			}
 			u, err := url.Parse(to)
 			if err != nil || (u.Path != "" && !strings.HasPrefix(u.Path, "/")) {
-				policyFailed(w, fmt.Errorf("%s: the rewritten URL %q is not a URL with an absolute path", a.Path, to))
+				policyFailed(w, r, fmt.Errorf("%s: the rewritten URL %q is not a URL with an absolute path", a.Path, to))
 				return nil
 			}
 			r2 := r.Clone(r.Context())
@@ -173,7 +173,7 @@ func init() {
 				trafficpolicy.SetResult(vars(), "restrict_ips", map[string]any{"action": action, "matched_cidr": cidr})
 			}
 			if !allowed && enforced {
-				ErrorPage(w, http.StatusForbidden, 3205, "Access to this endpoint is denied by its traffic policy's IP restriction.")
+				ErrorPage(w, r, http.StatusForbidden, 3205, "Access to this endpoint is denied by its traffic policy's IP restriction.")
 				return nil
 			}
 			return r

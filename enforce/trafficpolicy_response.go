@@ -155,7 +155,7 @@ func (w *policyWriter) WriteHeader(code int) {
 func (w *policyWriter) fail(err error) {
 	w.discard, w.body, w.events = true, nil, nil
 	w.status = http.StatusServiceUnavailable
-	policyFailed(w.ResponseWriter, err)
+	policyFailed(w.ResponseWriter, w.req, err)
 }
 
 // writeHead writes the status, through the compressor when compress-response asked for one.

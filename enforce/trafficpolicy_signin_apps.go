@@ -75,7 +75,7 @@ func signInApps(a *trafficpolicy.Action, c *trafficpolicy.SignInConfig, build fu
 		return signInAction(st, c.AuthID), nil
 	}
 	return func(w http.ResponseWriter, r *http.Request, vars func() map[string]any) *http.Request {
-		st := t.stage(w, vars())
+		st := t.stage(w, r, vars())
 		if st == nil {
 			return nil
 		}
@@ -85,7 +85,7 @@ func signInApps(a *trafficpolicy.Action, c *trafficpolicy.SignInConfig, build fu
 
 // stage renders the application for a request's variables and returns its sign-in stage, or
 // nil when it answered the request (a value that does not render).
-func (t *appTemplates) stage(w http.ResponseWriter, vars map[string]any) Stage {
+func (t *appTemplates) stage(w http.ResponseWriter, r *http.Request, vars map[string]any) Stage {
 	app := t.literal
 	for _, f := range []struct {
 		name string
@@ -104,7 +104,7 @@ func (t *appTemplates) stage(w http.ResponseWriter, vars map[string]any) Stage {
 			err = fmt.Errorf("it rendered %d characters, more than %d", len(v), maxRenderedApp)
 		}
 		if err != nil {
-			ErrorPage(w, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action %s field %s (%s): %v", t.action, f.name, t.path, err))
+			ErrorPage(w, r, http.StatusServiceUnavailable, 3900, fmt.Sprintf("CEL interpolation was unsuccessful in action %s field %s (%s): %v", t.action, f.name, t.path, err))
 			return nil
 		}
 		*f.out = v
@@ -117,7 +117,7 @@ func (t *appTemplates) stage(w http.ResponseWriter, vars map[string]any) Stage {
 	}
 	st, err := t.build(app)
 	if err != nil {
-		ErrorPage(w, http.StatusServiceUnavailable, 3210, fmt.Sprintf("The %s action (%s) cannot sign in with the application it rendered: %v", t.action, t.path, err))
+		ErrorPage(w, r, http.StatusServiceUnavailable, 3210, fmt.Sprintf("The %s action (%s) cannot sign in with the application it rendered: %v", t.action, t.path, err))
 		return nil
 	}
 	if si, ok := st.(*signIn); ok {

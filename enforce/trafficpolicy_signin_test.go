@@ -173,7 +173,7 @@ func TestSignInAppsBounded(t *testing.T) {
 	render := func(id string) Stage {
 		r := httptest.NewRequest("GET", "https://app.example.com/", nil)
 		r.Header.Set("x-app", id)
-		return apps.stage(httptest.NewRecorder(), trafficpolicy.RequestVars(trafficpolicy.ConnVars("192.0.2.1:1", ""), r, "https"))
+		return apps.stage(httptest.NewRecorder(), r, trafficpolicy.RequestVars(trafficpolicy.ConnVars("192.0.2.1:1", ""), r, "https"))
 	}
 	first := render("app-0")
 	for i := range 2 * maxSignInApps {

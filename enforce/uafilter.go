@@ -76,7 +76,7 @@ func (f *UserAgentFilter) Admits(userAgents []string) bool {
 func (f *UserAgentFilter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !f.Admits(r.Header.Values("User-Agent")) {
-			ErrorPage(w, http.StatusForbidden, 3211, "The server does not authorize requests from your user-agent.")
+			ErrorPage(w, r, http.StatusForbidden, 3211, "The server does not authorize requests from your user-agent.")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -118,7 +118,7 @@ func (v *WebhookVerification) Wrap(next http.Handler) http.Handler {
 // reports false. The traffic policy's verify-webhook action runs it in its phase.
 func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > MaxWebhookBody {
-		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
+		ErrorPage(w, r, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
 		return false
 	}
 	lift := boundBodyTime(w, v.within)
@@ -127,20 +127,20 @@ func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) boo
 		lift()
 	}
 	if timedOut(err) {
-		ErrorPage(w, http.StatusRequestTimeout, WebhookCode, "The request body did not arrive in time for webhook verification.")
+		ErrorPage(w, r, http.StatusRequestTimeout, WebhookCode, "The request body did not arrive in time for webhook verification.")
 		return false
 	}
 	if err != nil {
-		ErrorPage(w, http.StatusBadRequest, WebhookCode, "The request body could not be read for webhook verification.")
+		ErrorPage(w, r, http.StatusBadRequest, WebhookCode, "The request body could not be read for webhook verification.")
 		return false
 	}
 	if len(body) > MaxWebhookBody {
-		ErrorPage(w, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
+		ErrorPage(w, r, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
 		return false
 	}
 	q := &webhookRequest{r: r, body: body, secret: []byte(v.secret), key: v.key, now: v.now(), v: v}
 	if err := v.scheme.verify(q); err != nil {
-		ErrorPage(w, http.StatusForbidden, WebhookCode, fmt.Sprintf("The request failed %s webhook verification: %v.", v.provider, err))
+		ErrorPage(w, r, http.StatusForbidden, WebhookCode, fmt.Sprintf("The request failed %s webhook verification: %v.", v.provider, err))
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

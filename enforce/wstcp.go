@@ -48,7 +48,7 @@ type rawCarrier func(dial DialFunc)
 func (s *WSTCP) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isWebsocketUpgrade(r) {
-			ErrorPage(w, http.StatusBadRequest, 3206, "This endpoint converts websockets to TCP: it expected a websocket request with a \"Connection: upgrade\" header but did not receive one.")
+			ErrorPage(w, r, http.StatusBadRequest, 3206, "This endpoint converts websockets to TCP: it expected a websocket request with a \"Connection: upgrade\" header but did not receive one.")
 			return
 		}
 		// The carrier accepts the websocket on this stage's writer, not on whatever later
@@ -102,7 +102,7 @@ func carryWebsocket(w http.ResponseWriter, r *http.Request, dial DialFunc) {
 		if refused, ok := outbound.Refused(err); ok { // a static backend's address the guard refused
 			msg = refused.Reason() + " (--outbound-allow-private)"
 		}
-		ErrorPage(w, http.StatusBadGateway, 8012, "The upstream of this websocket could not be reached: "+msg)
+		ErrorPage(w, r, http.StatusBadGateway, 8012, "The upstream of this websocket could not be reached: "+msg)
 		return
 	}
 	defer up.Close()

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -21,22 +20,22 @@ import (
 
 // unenforcedPage answers traffic of an edge or route with a module the data plane does not
 // apply yet: it fails closed, naming the module.
-func unenforcedPage(w http.ResponseWriter, what, id, module string) {
-	enforce.ErrorPage(w, http.StatusServiceUnavailable, 3210,
+func unenforcedPage(w http.ResponseWriter, r *http.Request, what, id, module string) {
+	enforce.ErrorPage(w, r, http.StatusServiceUnavailable, 3210,
 		"The "+what+" "+id+" has the "+module+" module enabled, which this edgeplane server does not apply to traffic yet; it refuses the traffic rather than serve it without the module.")
 }
 
 // routeClosedPage answers traffic of a route that fails closed: a forward-internal target of
 // another protocol is a refusal ngrok makes too, so it gets ngrok's code for it and says so,
 // where anything else is a module the data plane does not apply yet.
-func routeClosedPage(w http.ResponseWriter, route *plan.Route) {
+func routeClosedPage(w http.ResponseWriter, r *http.Request, route *plan.Route) {
 	if op, ok := errors.AsType[*trafficpolicy.OtherProtocolError](route.UnenforcedErr); ok {
 		msg := op.Error()
-		enforce.ErrorPage(w, http.StatusServiceUnavailable, 3502, "The traffic policy of route "+route.ID+" is refused: "+msg+
+		enforce.ErrorPage(w, r, http.StatusServiceUnavailable, 3502, "The traffic policy of route "+route.ID+" is refused: "+msg+
 			". The route refuses its traffic until the policy forwards to an internal endpoint of its own protocol.")
 		return
 	}
-	unenforcedPage(w, "route", route.ID, route.Unenforced)
+	unenforcedPage(w, r, "route", route.ID, route.Unenforced)
 }
 
 // serveEdge routes a request of an HTTPS edge: route by path, then the route's handler (its
@@ -44,12 +43,12 @@ func routeClosedPage(w http.ResponseWriter, route *plan.Route) {
 func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSEdge, x *exchange) {
 	x.atEdge(e.Account, e.ID, "")
 	if e.Unenforced != "" {
-		unenforcedPage(w, "edge", e.ID, e.Unenforced)
+		unenforcedPage(w, r, "edge", e.ID, e.Unenforced)
 		return
 	}
 	tp := e.RequestTLS(r)
 	if !tp.Admits(r.TLS) {
-		enforce.MisdirectedClientCert(w) // a keep-alive connection from before mutual_tls was on
+		enforce.MisdirectedClientCert(w, r) // a keep-alive connection from before mutual_tls was on
 		return
 	}
 	if tp.MutualTLS {
@@ -57,12 +56,12 @@ func (p *proxy) serveEdge(w http.ResponseWriter, r *http.Request, e *plan.HTTPSE
 	}
 	route := e.Route(r.URL.Path)
 	if route == nil {
-		enforce.ErrorPage(w, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")
+		enforce.ErrorPage(w, r, http.StatusNotFound, 3200, "No route of edge "+e.ID+" matches the path "+r.URL.Path+".")
 		return
 	}
 	x.atEdge(e.Account, e.ID, route.ID)
 	if route.Unenforced != "" {
-		routeClosedPage(w, route)
+		routeClosedPage(w, r, route)
 		return
 	}
 	h := route.Handler
@@ -87,14 +86,14 @@ func (p *proxy) routeFinal() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		er, ok := r.Context().Value(routeKey{}).(edgeRoute)
 		if !ok {
-			enforce.ErrorPage(w, http.StatusInternalServerError, 10000, "The request lost its route.")
+			enforce.ErrorPage(w, r, http.StatusInternalServerError, 10000, "The request lost its route.")
 			return
 		}
 		t, ok := p.s.choose(er.route.Backend, conn{account: er.edge.Account, clientAddr: r.RemoteAddr, proto: "https", edgeType: "3"})
 		er.x.atBackend(t)
 		switch {
 		case !ok:
-			enforce.ErrorPage(w, http.StatusServiceUnavailable, 6515, "No tunnel or backend of route "+er.route.ID+" is available to take this request.")
+			enforce.ErrorPage(w, r, http.StatusServiceUnavailable, 6515, "No tunnel or backend of route "+er.route.ID+" is available to take this request.")
 		case t.respond != nil:
 			respond(w, t.respond)
 		case enforce.CarryRaw(r, t.dial):
@@ -244,50 +243,4 @@ func (s *Server) carry(pub net.Conn, t target, tr *connTrace) {
 		return
 	}
 	tr.done(s.pipe(pub, up))
-}
-
-// SyncTCPEdges opens a listener for each TCP edge address of the plan that has none, and closes
-// those of addresses no edge has any more. A port that something else holds (an agent's TCP
-// endpoint, another program) is logged and tried again at the next change.
-func (s *Server) SyncTCPEdges(pl *plan.Plan) {
-	want := map[int]string{}
-	account := map[int]string{} // whose connections a port's are (a reservation can change hands)
-	for _, addr := range pl.TCPAddrs() {
-		_, portText, err := net.SplitHostPort(addr)
-		if port, perr := strconv.Atoi(portText); err == nil && perr == nil {
-			want[port], account[port] = addr, pl.TCP(addr).Account
-		}
-	}
-	s.mu.Lock()
-	if s.tcpEdge == nil {
-		s.tcpEdge = map[int]*tcpListener{}
-	}
-	var closing []*tcpListener
-	for port, l := range s.tcpEdge {
-		if _, keep := want[port]; !keep || l.account != account[port] {
-			closing = append(closing, l)
-			delete(s.tcpEdge, port)
-		}
-	}
-	var opening []int
-	for port := range want {
-		if s.tcpEdge[port] == nil {
-			opening = append(opening, port)
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range closing {
-		l.Close()
-	}
-	for _, port := range opening {
-		addr := want[port]
-		closer, err := s.ListenTCP(port, account[port], func(c net.Conn) { s.serveTCPEdge(addr, c) })
-		if err != nil {
-			s.log.Warn("TCP edge cannot listen", "addr", addr, "port", port, "err", err)
-			continue
-		}
-		s.mu.Lock()
-		s.tcpEdge[port] = closer.(*tcpListener)
-		s.mu.Unlock()
-	}
 }

@@ -52,7 +52,9 @@ type Endpoint interface {
 	// Dial opens a stream to the agent for one public connection from clientAddr. An error
 	// with an EndpointOffline method that reports true says the endpoint went offline between
 	// its lookup and the dial (its agent left and did not come back): an HTTP request is then
-	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel.
+	// answered as for an offline endpoint, 404 ERR_NGROK_3200, not as a failed tunnel. A
+	// stream that may come to hold window budget is a WindowHolder, so that the proxy does not
+	// keep it idle while it holds some.
 	Dial(ctx context.Context, clientAddr, proto, edgeType string, passthrough bool) (net.Conn, error)
 }
 
@@ -77,11 +79,10 @@ type Config struct {
 	Plan func() *plan.Plan
 	// TCPHost is the address TCP endpoints listen on (--tcp-listen-host).
 	TCPHost string
-	// SharePortsUntil is, for a process a handover started, when it stops opening TCP ports
-	// beside the sockets another process of its user holds (its predecessor's, until that one's
-	// agents have moved and it exits). Zero for any other process: it refuses a port another
-	// socket holds, even one opened with SO_REUSEPORT (ListenTCP).
-	SharePortsUntil time.Time
+	// Inherited, in a process a handover started, holds the TCP endpoints' and edges'
+	// listening sockets its predecessor passed on: ListenTCP takes a port's socket from it
+	// rather than binding the port. Nil for any other process.
+	Inherited InheritedPorts
 	// OutboundRoots are the CAs trusted by TLS connections to static backends; nil is the
 	// system's (--outbound-ca adds to them).
 	OutboundRoots *x509.CertPool
@@ -154,7 +155,6 @@ type Server struct {
 	// served is servedCertificate, as the one func value TLS connections' ConnInfo holds.
 	served  func(serverName string) *x509.Certificate
 	tlsConf *tls.Config // tlsBase with each HTTPS edge's own policy
-	tcpEdge map[int]*tcpListener
 	handed  *chanListener
 	proxy   *proxy
 	acme    ACMEAnswers
@@ -162,11 +162,19 @@ type Server struct {
 	mu     sync.Mutex
 	closed bool
 	lns    map[net.Listener]struct{}
+	// tcpLns are the open TCP endpoints' and edges' listeners (also in lns).
+	tcpLns map[*tcpListener]struct{}
 	conns  map[net.Conn]struct{}
+	// tcpEdges are the TCP edges' ports, open and failing (tcpedges.go).
+	tcpEdges tcpEdges
 
 	// httpRequests and httpsRequests count the requests the HTTP and the TLS listener received
 	// (see Requests): one atomic add per request.
 	httpRequests, httpsRequests atomic.Uint64
+	// errors counts the requests this server's listeners answered with one of edgeplane's
+	// error pages, by code (Errors); each connection's ConnInfo points to it, so that
+	// enforce.ErrorPage finds it from the request it answers.
+	errorPages enforce.ErrorCounter
 	// connSeq numbers the public connections; the numbers key this server's proxy's pool of
 	// agent streams, so they need be unique only within the server.
 	connSeq atomic.Uint64
@@ -174,7 +182,7 @@ type Server struct {
 
 // New builds the public listeners' server; Serve* start them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, tcpLns: map[*tcpListener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -245,6 +253,12 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 func (s *Server) Requests() (overHTTP, overTLS uint64) {
 	return s.httpRequests.Load(), s.httpsRequests.Load()
 }
+
+// Errors returns how many public requests this server's listeners answered with one of
+// edgeplane's error pages, by ngrok error code ("ERR_NGROK_3200"): the answers of the
+// listeners' own stages, the endpoints' and edges' modules and the proxy, not an
+// ngrok-error-code header an agent's upstream sent. For metrics, read when they are scraped.
+func (s *Server) Errors() map[string]uint64 { return s.errorPages.Counts() }
 
 func (s *Server) idleTimeout() time.Duration {
 	if s.cfg.IdleTimeout > 0 {
@@ -346,6 +360,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.stopTCPEdgesLocked()
 	for ln := range s.lns {
 		ln.Close()
 	}
@@ -423,9 +438,12 @@ func (s *Server) SetLookup(f func(proto, host string) Endpoint) { s.cfg.Lookup =
 // flight to be answered: a keep-alive connection is closed once idle, and a response in progress
 // finishes (with "Connection: close"). It is the first half of a handover, whose successor
 // accepts on the same sockets; connections the server carries itself (TLS passthrough, TCP)
-// and upgraded ones go on until their agent's session ends. Close ends the rest.
+// and upgraded ones go on until their agent's session ends. Close ends the rest. From then on
+// no TCP edge port is opened here, by a plan change or a retry: a port this process took
+// would be one its successor cannot bind until this process exits.
 func (s *Server) Drain(ctx context.Context) {
 	s.mu.Lock()
+	s.stopTCPEdgesLocked() // the successor opens the ports the plan still wants
 	for ln := range s.lns {
 		ln.Close()
 	}

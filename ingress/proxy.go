@@ -41,9 +41,10 @@ const (
 // connContext gives each public connection a number, part of the key of its agent streams,
 // records the connection for the limiter (netx.ClaimContext), and records it, when it was
 // accepted and how to find the certificate it was served for the traffic policies of its
-// requests (close-connection, conn.ts.start, conn.tls.server.*).
+// requests (close-connection, conn.ts.start, conn.tls.server.*), and the server's counter of
+// error pages (enforce.ErrorPage counts its requests' answers there).
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
-	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now()}
+	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now(), Errors: &s.errorPages}
 	if _, ok := c.(*tls.Conn); ok {
 		info.Served = s.served
 	}
@@ -200,7 +201,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *e
 		return
 	}
 	if r.TLS != nil && r.TLS.ServerName != "" && !strings.EqualFold(r.TLS.ServerName, host) {
-		enforce.ErrorPage(w, http.StatusMisdirectedRequest, 3200, "The Host header does not match the TLS server name.")
+		enforce.ErrorPage(w, r, http.StatusMisdirectedRequest, 3200, "The Host header does not match the TLS server name.")
 		return
 	}
 	var ep Endpoint
@@ -231,7 +232,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request, proto string, x *e
 		}
 	}
 	if ep == nil {
-		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
+		enforce.ErrorPage(w, r, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s://%s is offline.", proto, host))
 		return
 	}
 	x.atEndpoint(ep, proto)
@@ -251,7 +252,7 @@ func (p *proxy) claim(w http.ResponseWriter, r *http.Request, account string) (r
 	if release, ok := netx.ClaimRequest(r.Context(), account); ok {
 		return release, true
 	}
-	enforce.ErrorPage(w, http.StatusTooManyRequests, 714,
+	enforce.ErrorPage(w, r, http.StatusTooManyRequests, 714,
 		"The account serving this endpoint has reached its limit of simultaneous public connections on this server (--public-max-connections-per-account).")
 	return nil, false
 }
@@ -366,14 +367,14 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p.s.log.Debug("proxy to agent failed", "host", r.Host, "err", err)
 	if offline(err) {
-		enforce.ErrorPage(w, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s is offline.", r.Host))
+		enforce.ErrorPage(w, r, http.StatusNotFound, 3200, fmt.Sprintf("The endpoint %s is offline.", r.Host))
 		return
 	}
 	if refused, ok := outbound.Refused(err); ok {
-		enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The backend's address was refused: "+refused.Reason()+".")
+		enforce.ErrorPage(w, r, http.StatusBadGateway, 8012, "The backend's address was refused: "+refused.Reason()+".")
 		return
 	}
-	enforce.ErrorPage(w, http.StatusBadGateway, 8012, "The agent's tunnel failed while carrying this request: "+err.Error())
+	enforce.ErrorPage(w, r, http.StatusBadGateway, 8012, "The agent's tunnel failed while carrying this request: "+err.Error())
 }
 
 // hostOnly strips the port from a Host header.

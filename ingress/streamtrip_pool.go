@@ -300,9 +300,32 @@ func (t *streamTransport) idleOf(key string) int {
 	return n
 }
 
+// WindowHolder is what a stream an Endpoint dials may also be: one whose flow-control window
+// grew past the agent's base window (a download the public client kept up with) holds part of
+// a window budget shared between accounts until it closes, since the credit its agent holds
+// and the buffer it grew cannot be taken back while it is open.
+type WindowHolder interface {
+	// HoldsWindowBudget reports whether the stream holds some of the budget now.
+	HoldsWindowBudget() bool
+}
+
+// holdsWindowBudget reports whether c is a WindowHolder holding some of the budget.
+func holdsWindowBudget(c net.Conn) bool {
+	h, ok := c.(WindowHolder)
+	return ok && h.HoldsWindowBudget()
+}
+
 // put returns a stream whose exchange is complete to the pool, or closes it when the pool of
-// its key, or the whole pool (then the longest idle stream goes instead), is full.
+// its key, or the whole pool (then the longest idle stream goes instead), is full. A stream
+// that holds window budget is closed too: idle for up to idleTimeout, it would hold budget the
+// other accounts' streams (and its own account's next ones) could grow into, for an answer
+// that is over; the connection's next request opens a stream (one frame, no round trip more)
+// whose window grows again if its answer is large.
 func (t *streamTransport) put(sc *streamConn) {
+	if holdsWindowBudget(sc.c) {
+		sc.close()
+		return
+	}
 	sc.limit = math.MaxInt64
 	t.mu.Lock()
 	if t.idleOf(sc.key) >= t.maxIdlePerKey {

@@ -81,7 +81,7 @@ func BenchmarkEncodeHTTPSEdge(b *testing.B) {
 
 // benchServer is a server on a fresh database with an API key, an IP policy and a rule, with the
 // request log and metrics of edgeplane serve.
-func benchServer(b *testing.B) (h http.Handler, token, policy, rule string) {
+func benchServer(b testing.TB) (h http.Handler, token, policy, rule string) {
 	b.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, testdb.Fresh(b, testdb.Engine()))

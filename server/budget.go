@@ -195,31 +195,27 @@ func (s *Server) pageBound(c *collection, limit int) int64 {
 // the bound, such pages make what is rendered at once at most four times the budget.
 func (s *Server) pageShare(account string, c *collection, limit int) int64 {
 	bound := s.pageBound(c, limit)
-	largest, ok := s.sizes.largest(account, c)
+	largest, ok := c.sizes.largest(account)
 	if !ok || c.embeds != nil || c.live {
 		return bound
 	}
 	return max(min(int64(limit)*(largest+1), bound), bound/4)
 }
 
-// docSizes remembers, per account and collection, the largest document the server has rendered
-// (or been given, in a create or update) since it started.
-type docSizes struct{ m sync.Map } // sizeKey → *atomic.Int64
-
-type sizeKey struct {
-	account string
-	c       *collection
-}
+// docSizes remembers, per account, the largest document of one collection the server has
+// rendered (or been given, in a create or update) since it started. Each collection has its own
+// (collection.sizes), keyed by the account alone: a key of account and collection together was
+// hashed through its type on every request.
+type docSizes struct{ m sync.Map } // account → *atomic.Int64
 
 // saw records a document of n bytes.
-func (d *docSizes) saw(account string, c *collection, n int) {
+func (d *docSizes) saw(account string, n int) {
 	if account == "" {
 		return
 	}
-	k := sizeKey{account, c}
-	v, ok := d.m.Load(k)
+	v, ok := d.m.Load(account)
 	if !ok {
-		v, _ = d.m.LoadOrStore(k, new(atomic.Int64))
+		v, _ = d.m.LoadOrStore(account, new(atomic.Int64))
 	}
 	largest := v.(*atomic.Int64)
 	for cur := largest.Load(); int64(n) > cur; cur = largest.Load() {
@@ -230,8 +226,8 @@ func (d *docSizes) saw(account string, c *collection, n int) {
 }
 
 // largest is the largest document seen, and whether any was.
-func (d *docSizes) largest(account string, c *collection) (int64, bool) {
-	v, ok := d.m.Load(sizeKey{account, c})
+func (d *docSizes) largest(account string) (int64, bool) {
+	v, ok := d.m.Load(account)
 	if !ok {
 		return 0, false
 	}
@@ -241,8 +237,8 @@ func (d *docSizes) largest(account string, c *collection) (int64, bool) {
 // forget drops what is known of the collection's sizes in the account, after a change that
 // may have made one of its documents larger without the server seeing it whole (a module set
 // on it): its next list takes its bound again.
-func (d *docSizes) forget(account string, c *collection) {
-	d.m.Delete(sizeKey{account, c})
+func (d *docSizes) forget(account string) {
+	d.m.Delete(account)
 }
 
 // parts is a response body made of pieces: small pieces are gathered into chunks of

@@ -38,7 +38,10 @@ func newCORS(origins []string) *cors {
 // handle sets the CORS headers of a request from an allowed origin and answers its preflight; it
 // reports whether the request has been answered.
 func (c *cors) handle(w http.ResponseWriter, r *http.Request) bool {
-	origin := r.Header.Get("Origin")
+	if !c.any && len(c.origins) == 0 {
+		return false // no CORS configured: nothing to look up
+	}
+	origin := canonicalHeader(r.Header, "Origin")
 	if origin == "" || (!c.any && !slices.Contains(c.origins, origin)) {
 		return false
 	}

@@ -20,6 +20,9 @@ import (
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
+	// info, when set, is the request's opInfo, the value of opKey: the request's state and its
+	// deadline are one context, made with one allocation (see requestState).
+	info *opInfo
 
 	mu     sync.Mutex
 	made   atomic.Pointer[context.Context]
@@ -70,6 +73,9 @@ func (c *deadlineCtx) Err() error {
 }
 
 func (c *deadlineCtx) Value(key any) any {
+	if c.info != nil && key == any(opKey) {
+		return c.info
+	}
 	if m := c.made.Load(); m != nil {
 		return (*m).Value(key)
 	}

@@ -24,6 +24,8 @@ type collection struct {
 	// live is set for the live collections (agent sessions and tunnels), whose objects the store
 	// reads from the rows of online agents rather than from stored documents.
 	live bool
+	// sizes are the largest documents of the collection the server has seen, per account.
+	sizes docSizes
 }
 
 func newCollection(res *ep.Resource) *collection {
@@ -78,7 +80,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *collection) e
 		return err
 	}
 	s.resolve(c, parent, doc)
-	s.sizes.saw(callerOf(r).AccountID, c, s.writeJSON(w, http.StatusCreated, doc))
+	c.sizes.saw(callerOf(r).AccountID, s.writeJSON(w, http.StatusCreated, doc))
 	return nil
 }
 
@@ -117,7 +119,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 	if doc == nil {
 		hold.release() // the body is the cache's, already made
 		body := rendered.Body(s.base)
-		s.sizes.saw(caller.AccountID, c, len(body))
+		c.sizes.saw(caller.AccountID, len(body))
 		s.writeBody(w, http.StatusOK, body)
 		return nil
 	}
@@ -135,7 +137,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, c *collection) erro
 		return err
 	}
 	hold.resize(int64(len(body)))
-	s.sizes.saw(caller.AccountID, c, len(body))
+	c.sizes.saw(caller.AccountID, len(body))
 	if rendered != nil {
 		rendered.Store(s.base, body)
 	}
@@ -153,7 +155,7 @@ func (s *Server) getEmbedder(w http.ResponseWriter, account string, c *collectio
 	}
 	body.add([]byte{'\n'})
 	hold.resize(int64(body.size))
-	s.sizes.saw(account, c, body.size)
+	c.sizes.saw(account, body.size)
 	if rendered.Fits(body.size) {
 		b := body.bytes()
 		rendered.Store(s.base, b)
@@ -182,7 +184,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *collection) e
 		return err
 	}
 	s.resolve(c, parent, doc)
-	s.sizes.saw(callerOf(r).AccountID, c, s.writeJSON(w, http.StatusOK, doc))
+	c.sizes.saw(callerOf(r).AccountID, s.writeJSON(w, http.StatusOK, doc))
 	return nil
 }
 
@@ -304,7 +306,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, c *collection) err
 			if err != nil {
 				return err
 			}
-			s.sizes.saw(account, c, n)
+			c.sizes.saw(account, n)
 			docs[i] = nil
 		}
 		body.add([]byte{']'})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,12 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	inFlight    prometheus.Gauge
 	rateLimited prometheus.Counter
-	series      sync.Map // seriesKey → series
+	// series maps a seriesKey to its collectors. It is replaced, never changed, under seriesMu
+	// when a new key comes (bounded by the routes), so a request reads it with one atomic load
+	// and a map lookup of a typed key, where a sync.Map hashed the key through its type at every
+	// request.
+	series   atomic.Pointer[map[seriesKey]series]
+	seriesMu sync.Mutex
 }
 
 // PoolStatser is what the metrics need of the store: the statistics of its connection pools.
@@ -87,17 +93,41 @@ func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	}
 	method = methodLabel(method)
 	key := seriesKey{route, method, status}
-	sr, ok := m.series.Load(key)
-	if !ok {
-		// Resolved once per route, method and status (bounded by the routes), not per request.
-		sr, _ = m.series.LoadOrStore(key, series{
-			requests: m.requests.WithLabelValues(route, method, strconv.Itoa(status)),
-			duration: m.duration.WithLabelValues(route, method),
-		})
+	var s series
+	ok := false
+	if p := m.series.Load(); p != nil {
+		s, ok = (*p)[key]
 	}
-	s := sr.(series)
+	if !ok {
+		s = m.addSeries(key)
+	}
 	s.requests.Inc()
 	s.duration.Observe(d.Seconds())
+}
+
+// addSeries resolves the collectors of key, once per route, method and status (bounded by the
+// routes), not per request, and returns them.
+func (m *Metrics) addSeries(key seriesKey) series {
+	m.seriesMu.Lock()
+	defer m.seriesMu.Unlock()
+	old := map[seriesKey]series{}
+	if p := m.series.Load(); p != nil {
+		old = *p
+	}
+	if s, ok := old[key]; ok {
+		return s
+	}
+	next := make(map[seriesKey]series, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	s := series{
+		requests: m.requests.WithLabelValues(key.route, key.method, strconv.Itoa(key.status)),
+		duration: m.duration.WithLabelValues(key.route, key.method),
+	}
+	next[key] = s
+	m.series.Store(&next)
+	return s
 }
 
 // methodLabel is the method's label value, from a closed set: the methods of RFC 9110 and PATCH

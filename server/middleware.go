@@ -12,6 +12,7 @@ import (
 
 	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/internal/netx"
+	"github.com/edgeplane/edgeplane/internal/serving"
 	"github.com/edgeplane/edgeplane/store"
 )
 
@@ -52,8 +53,28 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// requestLogger is a log handler that writes the request line without a slog record (see
+// serving.NewLogger); it reports false when it leaves the line to the handler's Handle.
+type requestLogger interface {
+	LogRequest(*serving.RequestLine) bool
+}
+
+// requestState is what observe makes for every request, in one allocation: its context (with
+// the request deadline and the opInfo as the value of opKey), its opInfo and the writer that
+// remembers the status. Each had been an allocation of its own, and handing the context on had
+// copied the request twice (observe's value, then authenticated's deadline).
+type requestState struct {
+	ctx  deadlineCtx
+	info opInfo
+	sw   statusWriter
+	// opHeader is the Ngrok-Operation-Id header's value slice.
+	opHeader [1]string
+}
+
 // observe gives the request its operation id (sent back in Ngrok-Operation-Id and in every error
-// body), turns a panic into a 500 that shows no internals, and logs one line per request.
+// body), turns a panic into a 500 that shows no internals, and logs one line per request. Its
+// context carries the request deadline from here on (see Config.RequestTimeout), so that the
+// authentication middleware needs no context of its own.
 func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	start := time.Now()
 	if s.metrics != nil {
@@ -61,10 +82,20 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 		defer s.metrics.inFlight.Dec()
 	}
 	id := ep.NewOperationID()
-	info := &opInfo{id: id}
-	w.Header().Set("Ngrok-Operation-Id", id)
-	sw := &statusWriter{ResponseWriter: w}
-	r = r.WithContext(context.WithValue(r.Context(), opKey, info))
+	st := &requestState{}
+	st.info.id = id
+	info, sw := &st.info, &st.sw
+	sw.ResponseWriter = w
+	st.ctx.parent, st.ctx.deadline, st.ctx.info = r.Context(), start.Add(s.timeout), info
+	if p, ok := st.ctx.parent.Deadline(); ok && p.Before(st.ctx.deadline) {
+		st.ctx.deadline = p
+	}
+	defer st.ctx.release()
+	// Assigned, not Set: the name is canonical already, and Set canonicalizes it again (and
+	// allocates the value's slice, which the request's state holds).
+	st.opHeader[0] = id
+	w.Header()["Ngrok-Operation-Id"] = st.opHeader[:]
+	r = r.WithContext(&st.ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -79,13 +110,14 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 		elapsed := end.Sub(start)
 		s.metrics.observe(r.Pattern, r.Method, sw.status, elapsed)
 		// The record is handed to the handler directly: Logger.LogAttrs would also capture the
-		// caller's program counter, which no request line shows, at a few percent of a GET.
+		// caller's program counter, which no request line shows, at a few percent of a GET. A
+		// handler that writes request lines itself (serve's) is given the line without a record.
 		if h := s.log.Handler(); h.Enabled(r.Context(), slog.LevelInfo) {
-			rec := slog.NewRecord(end, slog.LevelInfo, "request", 0)
-			rec.AddAttrs(slog.String("operation_id", id), slog.String("method", r.Method), slog.String("route", r.Pattern),
-				slog.Int("status", sw.status), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-				slog.String("account_id", info.account))
-			_ = h.Handle(r.Context(), rec)
+			line := serving.RequestLine{Time: end, Msg: "request", OperationID: id, Method: r.Method, Route: r.Pattern,
+				Status: sw.status, DurationMS: float64(elapsed.Microseconds()) / 1000, AccountID: info.account}
+			if s.lines == nil || !s.lines.LogRequest(&line) {
+				_ = h.Handle(r.Context(), line.Record())
+			}
 		}
 	}()
 	if s.cors.handle(sw, r) {
@@ -110,14 +142,16 @@ func callerOf(r *http.Request) ep.Caller {
 // parses the token and hands it on as a credential, and next must call admit with the result.
 func (s *Server) authenticated(next http.Handler, fused bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, release := withLazyDeadline(r.Context(), time.Now().Add(s.timeout))
-		defer release()
+		ctx := r.Context()
 		info, ok := ctx.Value(opKey).(*opInfo)
-		if !ok { // not through observe (a handler served on its own): the handler still gets its caller
+		if !ok { // not through observe (a handler served on its own): the handler still gets its caller and deadline
+			var release func()
+			ctx, release = withLazyDeadline(ctx, time.Now().Add(s.timeout))
+			defer release()
 			info = &opInfo{}
 			ctx = context.WithValue(ctx, opKey, info)
+			r = r.WithContext(ctx)
 		}
-		r = r.WithContext(ctx)
 		if err := checkVersion(r); err != nil {
 			s.fail(w, r, err)
 			return
@@ -195,9 +229,9 @@ func authError(err error) error {
 // checkVersion requires API version 2 in Ngrok-Version (what existing clients send) or
 // Service-Version (the spec's neutral name).
 func checkVersion(r *http.Request) *ep.Error {
-	v := r.Header.Get("Ngrok-Version")
+	v := canonicalHeader(r.Header, "Ngrok-Version")
 	if v == "" {
-		v = r.Header.Get("Service-Version")
+		v = canonicalHeader(r.Header, "Service-Version")
 	}
 	switch strings.TrimSpace(v) {
 	case "2":
@@ -216,7 +250,16 @@ type credential struct{ selector, secret string }
 
 // credentialOf parses the Authorization header; its errors are 401s that need no database.
 func credentialOf(r *http.Request) (credential, error) {
-	return parseCredential(r.Header.Get("Authorization"))
+	return parseCredential(canonicalHeader(r.Header, "Authorization"))
+}
+
+// canonicalHeader is h.Get(name) for a name already in canonical form, which Get would put in
+// it again, byte by byte, on every request.
+func canonicalHeader(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // parseCredential parses an Authorization header's value.

@@ -46,7 +46,7 @@ func (s *Server) putModule(w http.ResponseWriter, r *http.Request, c *collection
 	if err != nil {
 		return err
 	}
-	s.sizes.forget(callerOf(r).AccountID, c) // the object grew or shrank by the module
+	c.sizes.forget(callerOf(r).AccountID) // the object grew or shrank by the module
 	fillRefs(reflect.ValueOf(out), s.base)
 	s.writeJSON(w, http.StatusOK, out)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	ep "github.com/edgeplane/edgeplane"
 )
@@ -69,9 +70,28 @@ func (s *Server) encode(v any) ([]byte, error) {
 func (s *Server) writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = contentLength(len(body))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// contentLengths holds the Content-Length header values of bodies shorter than its length, each
+// made on first use and shared by every response of that length after (headers are replaced,
+// never changed in place, as with jsonContentType): a value and its slice were two allocations
+// of every response.
+var contentLengths [8 << 10]atomic.Pointer[[]string]
+
+// contentLength is the Content-Length header value of a body of n bytes.
+func contentLength(n int) []string {
+	if n < 0 || n >= len(contentLengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := contentLengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	contentLengths[n].Store(&v)
+	return v
 }
 
 // jsonContentType is the Content-Type of every JSON response, one slice for all: headers are

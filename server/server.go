@@ -69,12 +69,17 @@ type Server struct {
 	limiter *limiter
 	// gate queues API requests in arrival order beyond the store's ConnLimit (nil: no limit).
 	gate chan struct{}
-	// budget bounds the bytes of the response bodies rendered at once (nil: no limit); sizes
-	// are the largest documents seen, which size a list's share of it.
+	// budget bounds the bytes of the response bodies rendered at once (nil: no limit); each
+	// collection's sizes are the largest documents seen, which size a list's share of it.
 	budget  *bodyBudget
-	sizes   docSizes
 	routes  []route
 	openAPI []byte
+	// router is route as a handler, made once; fast holds the GET-by-id routes it dispatches
+	// itself, by the collection path with its trailing slash ("/ip_policy_rules/").
+	router http.Handler
+	fast   map[string]fastRoute
+	// lines is log's handler when it writes request lines itself, else nil.
+	lines requestLogger
 }
 
 // New builds the handler for every entry of the resource table.
@@ -83,6 +88,7 @@ func New(st *store.Store, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.lines, _ = s.log.Handler().(requestLogger)
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -104,6 +110,7 @@ func New(st *store.Store, cfg Config) *Server {
 		}
 	}
 	s.mux = http.NewServeMux()
+	s.fast = map[string]fastRoute{}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	if cfg.Metrics != nil && cfg.MetricsOnMain {
@@ -140,6 +147,8 @@ func New(st *store.Store, cfg Config) *Server {
 	s.mux.HandleFunc("GET /openapi.json", s.serveOpenAPI)
 	// Everything else: a JSON 404, or a JSON 405 with Allow when the path exists.
 	s.mux.HandleFunc("/", s.unrouted)
+	s.keepFastRoutes()
+	s.router = http.HandlerFunc(s.route)
 	return s
 }
 
@@ -166,17 +175,21 @@ type apiHandler func(w http.ResponseWriter, r *http.Request) error
 // api registers an authenticated, versioned API route.
 func (s *Server) api(rt route, h apiHandler) {
 	s.routes = append(s.routes, rt)
-	s.mux.Handle(rt.method+" "+rt.path, s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := s.authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
-	}), rt.fused()))
+	}), rt.fused())
+	s.mux.Handle(rt.method+" "+rt.path, handler)
+	if rt.fused() && rt.c.parentParam == "" {
+		s.fast[rt.c.res.Path+"/"] = fastRoute{pattern: rt.method + " " + rt.path, h: handler}
+	}
 }
 
 // ServeHTTP implements http.Handler: operation id, panic recovery and the request log line
 // around the routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.observe(w, r, s.mux)
+	s.observe(w, r, s.router)
 }
 
 // healthz is liveness: the process is up and serving HTTP. It does not touch the database, so an

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -240,6 +241,18 @@ type keyRow struct {
 	c      ep.Caller
 	role   string
 	active int
+	// digest is hash decoded, when decoded is set: the read cache decodes the keys it keeps once,
+	// not at every request that presents them.
+	digest  [sha256.Size]byte
+	decoded bool
+}
+
+// decode sets digest from hash, when hash is the hex of a SHA-256 digest.
+func (k *keyRow) decode() {
+	if len(k.hash) == 2*sha256.Size {
+		_, err := hex.Decode(k.digest[:], []byte(k.hash))
+		k.decoded = err == nil
+	}
 }
 
 func (k *keyRow) dest() []any {
@@ -254,8 +267,10 @@ func (k *keyRow) caller(s *Store, err error, secret string) (ep.Caller, error) {
 	if err != nil {
 		return ep.Caller{}, s.classify(err)
 	}
-	stored, err := hex.DecodeString(k.hash)
-	if err != nil || !ep.SecretMatches(secret, stored) {
+	if !k.decoded {
+		k.decode()
+	}
+	if !k.decoded || !ep.SecretMatches(secret, k.digest[:]) {
 		return ep.Caller{}, ErrUnknownKey
 	}
 	if k.active == 0 {

@@ -138,8 +138,9 @@ var ErrIDTaken = errors.New("store: the id belongs to another agent")
 // The session's named tunnel rows stay, now this replica's (Takeover lists them): the agent binds
 // them again by their ids within moments (Takeover.Gen), and until it has, the rows say where
 // its endpoints are coming back, so that requests for them wait rather than fail, and no other
-// account takes their names in between. Labeled tunnels take new ids when their agent
-// reconnects: their rows go.
+// account takes their names in between. A labeled tunnel's row stays too: its agent binds it
+// again without the id, and the new bind takes the row by its labels. Only the rows of neither
+// kind (a bind without a name that can be stored) go.
 func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeover, error) {
 	var took Takeover
 	err := s.inTx(ctx, func(ctx context.Context, tx *wtx) error {
@@ -152,7 +153,7 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeove
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE name = '' AND session_id IN
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`DELETE FROM agent_tunnels WHERE name = '' AND (proto <> '' OR labels = '') AND session_id IN
 			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
 			return s.classify(err)
 		}

@@ -1,35 +1,48 @@
 package store
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // An agent that reconnects with its session id takes its session over on the replica it
-// reached (PutAgentSession), the rows of its named binds with it.
+// reached (PutAgentSession), the rows of its named binds and labeled tunnels with it.
 
 // Takeover is what a session's write took over from the connection that held its id before.
 type Takeover struct {
-	// Tunnels are the named binds whose rows the session keeps for its agent to bind again.
+	// Tunnels are the named binds and labeled tunnels whose rows the session keeps for its
+	// agent to bind again.
 	Tunnels []KeptTunnel
 	// Gen is the generation the kept rows were given: DropKeptTunnels deletes only rows still
 	// at it, so that a bind written again since is never taken with them.
 	Gen int64
 }
 
-// KeptTunnel is a tunnel row a session took over: its id, protocol and name (lowercase).
-type KeptTunnel struct{ ID, Proto, Name string }
+// KeptTunnel is a tunnel row a session took over: its id, protocol and name (lowercase), and a
+// labeled tunnel's labels (its proto and name are ""): a labeled tunnel's agent binds it again
+// without its id, and the new bind is known for the row's by its session and labels.
+type KeptTunnel struct {
+	ID, Proto, Name string
+	Labels          map[string]string
+}
 
 // keepTunnels lists the tunnel rows the session r took over and gives them a new generation of
 // r's replica, which now lists them: the other replicas read them from there.
 func (s *Store) keepTunnels(ctx context.Context, tx *wtx, r AgentSessionRow) (Takeover, error) {
-	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT id, proto, name FROM agent_tunnels WHERE session_id = ?`), r.ID)
+	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT id, proto, name, labels FROM agent_tunnels WHERE session_id = ?`), r.ID)
 	if err != nil {
 		return Takeover{}, s.classify(err)
 	}
 	var took Takeover
 	for rows.Next() {
 		var k KeptTunnel
-		if err := rows.Scan(&k.ID, &k.Proto, &k.Name); err != nil {
+		var labels string
+		if err := rows.Scan(&k.ID, &k.Proto, &k.Name, &labels); err != nil {
 			rows.Close()
 			return Takeover{}, s.classify(err)
+		}
+		if labels != "" && json.Unmarshal([]byte(labels), &k.Labels) != nil {
+			k.Labels = nil // not this package's JSON: listed without labels, so no bind takes it
 		}
 		took.Tunnels = append(took.Tunnels, k)
 	}

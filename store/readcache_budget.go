@@ -35,7 +35,7 @@ func (o *cachedObject) cost(id string) int64 {
 
 // keyCost is what a cached API key is counted as against the budget.
 func keyCost(selector string, k keyRow) int64 {
-	return int64(entryOverhead + len(selector) + len(k.hash) + len(k.c.AccountID) + len(k.c.KeyID) +
+	return int64(entryOverhead + len(selector) + len(k.hash) + len(k.digest) + len(k.c.AccountID) + len(k.c.KeyID) +
 		len(k.c.Principal.ID) + len(k.role))
 }
 
@@ -62,6 +62,9 @@ func (c *readCache) addKey(selector string, k keyRow) {
 		delete(c.keys, selector)
 	}
 	if n := keyCost(selector, k); len(c.keys) < maxCachedKeys && c.makeRoom(n) {
+		if !k.decoded {
+			k.decode()
+		}
 		c.keys[selector] = k
 		c.bytes += n
 	}

@@ -39,7 +39,7 @@ func (s *session) bind(m *bindMsg) bindResp {
 		opts = json.RawMessage("{}")
 	}
 	resp := bindResp{ID: m.ID, Proto: m.Proto, Opts: opts}
-	if berr := s.admitQuota(bindKind(m)); berr != nil {
+	if berr := s.admitQuota(bindKind(m), s.gw.rebinds.retakes(s, m.Extra.Token, nil)); berr != nil {
 		resp.Error = berr.text()
 		return resp
 	}
@@ -256,12 +256,15 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 			if s.gw.Online("tcp", a) || slices.Contains(t.triedAddrs, a) { // here or on another replica
 				continue
 			}
+			if s.gw.cfg.Awaited != nil && s.gw.cfg.Awaited(port) {
+				continue
+			}
 			t.addr = a
 			l, err := s.gw.ports.acquire(a, s.cred.AccountID)
 			if err != nil {
 				continue
 			}
-			t.listener, t.url, t.randomPort = l, "tcp://"+a, true
+			t.listener, t.url, t.randomPort, t.drawnPort = l, "tcp://"+a, true, true
 			return nil
 		}
 		return refuse(ep.AgentCodeNoTCPPort, "No free TCP port is left in %d-%d; try again or reserve an address.", st.TCPPortMin, st.TCPPortMax)
@@ -293,14 +296,14 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 	}
 	if !back && (!found || account != s.cred.AccountID) {
 		if o.Addr == "" {
-			return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s of the URL is not a reserved address of your account, nor a random address this agent still holds (one is held for %v after its agent disconnects): listen again without it for a new random address, or reserve one with POST /reserved_addrs.", addr, s.gw.moveWait)
+			return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s of the URL is not a reserved address of your account, nor a random address this agent still holds (one is held for %v after its agent's link drops): listen again without it for a new random address, or reserve one with POST /reserved_addrs.", addr, s.gw.moveWait)
 		}
 		return refuse(ep.AgentCodeAddrNotReserved, "The TCP address %s is not a reserved address of your account: reserve one with POST /reserved_addrs.", addr)
 	}
 	if _, _, used, err := s.gw.cfg.Store.ClaimHolder(ctx, ep.ClaimHostport, addr); err == nil && used {
 		return refuse(ep.AgentCodeEdgeHostport, "The host %s and port %d you requested is already reserved by an edge.", host, port)
 	}
-	t.addr, t.reservation, t.url = addr, obj, "tcp://"+addr
+	t.addr, t.reservation, t.url, t.drawnPort = addr, obj, "tcp://"+addr, back
 	return nil
 }
 
@@ -428,7 +431,7 @@ func (s *session) label(m *labelMsg) labelResp {
 	if ok, refused := ep.ACLPermits(s.currentACL(), ep.ACLTarget{Labels: m.Labels}); !ok {
 		return labelResp{Error: errorText(ep.AgentCodeACLLabel, "The credential ACL policy does not permit binding this label.\nCredential ID: %s\nLabel: %s", s.cred.ID, refused)}
 	}
-	if berr := s.admitQuota(kindLabeled); berr != nil {
+	if berr := s.admitQuota(kindLabeled, s.gw.rebinds.retakes(s, "", m.Labels)); berr != nil {
 		return labelResp{Error: berr.text()}
 	}
 	t := &Tunnel{sess: s, labels: m.Labels, forwardsTo: m.ForwardsTo, metadata: m.Metadata, started: time.Now()}

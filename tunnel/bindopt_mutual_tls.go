@@ -196,6 +196,6 @@ func (g *clientCertGuard) Wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		enforce.MisdirectedClientCert(w)
+		enforce.MisdirectedClientCert(w, r)
 	})
 }

@@ -86,7 +86,7 @@ func TestProxyStreamCreditBatched(t *testing.T) {
 	want := uint32(responses*size) / proxyCreditBatch * proxyCreditBatch
 	var frames int
 	var credit uint32
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if frames, credit = counter.counts(id); credit >= want {
 			break
 		}

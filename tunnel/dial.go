@@ -120,6 +120,25 @@ func (l *limitedStream) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// HoldsWindowBudget reports whether the stream holds some of the window budget: its window grew
+// past agentWindow, and until the stream closes the agent keeps the credit for the excess and
+// muxado's buffer the capacity it grew to (neither can be taken back on an open stream). The
+// public listeners close such a stream when its exchange ends rather than keep it idle for the
+// connection's next request (ingress.WindowHolder), so a finished download returns its share
+// of the budget at once.
+func (l *limitedStream) HoldsWindowBudget() bool {
+	l.g.mu.Lock()
+	defer l.g.mu.Unlock()
+	e, ok := l.g.wins[l.id]
+	return ok && e.charged > 0
+}
+
+// holdsWindowBudget reports whether the stream under a wrapper holds window budget.
+func holdsWindowBudget(c net.Conn) bool {
+	h, ok := c.(interface{ HoldsWindowBudget() bool })
+	return ok && h.HoldsWindowBudget()
+}
+
 // Close closes the stream and forgets its window: muxado discards what the agent sends after.
 func (l *limitedStream) Close() error {
 	err := l.Stream.Close()

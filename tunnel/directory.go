@@ -80,6 +80,9 @@ type dirView struct {
 	// moving holds the endpoints of draining replicas' rows, routed to or not: their agents are
 	// on their way to another replica, or the draining replica deletes the rows (MoveWait).
 	moving map[endpointKey]bool
+	// movingLabeled holds, by account, the labels of draining replicas' labeled tunnels' rows,
+	// as moving does the endpoints.
+	movingLabeled map[string][]map[string]string
 }
 
 // remoteGroup is the remote binds of one endpoint, all of one account. The binds of draining
@@ -254,13 +257,17 @@ func (d *directory) read(ctx context.Context, id string, r *remoteReplica, gen i
 // swap builds the view of the routable replicas' tunnels and makes it current.
 func (d *directory) swap() {
 	v := &dirView{endpoints: map[endpointKey]*remoteGroup{}, labeled: map[string][]*remoteTunnel{}, tcp: map[string]string{},
-		unrouted: map[string]bool{}, moving: map[endpointKey]bool{}}
+		unrouted: map[string]bool{}, moving: map[endpointKey]bool{}, movingLabeled: map[string][]map[string]string{}}
 	var all []*remoteTunnel
 	for id, r := range d.replicas {
 		for _, t := range r.tunnels {
 			t.draining.Store(r.draining)
-			if r.draining && r.fresh && t.row.Proto != "" && t.row.Name != "" {
+			switch {
+			case !r.draining || !r.fresh:
+			case t.row.Proto != "" && t.row.Name != "":
 				v.moving[endpointKey{t.row.Proto, strings.ToLower(t.row.Name)}] = true
+			case t.row.Proto == "" && len(t.row.Labels) > 0:
+				v.movingLabeled[t.row.AccountID] = append(v.movingLabeled[t.row.AccountID], t.row.Labels)
 			}
 			switch {
 			case d.routable[id]:

@@ -48,7 +48,7 @@ func TestDirectoryComplete(t *testing.T) {
 	}
 	select {
 	case <-b.gw.DirectoryComplete():
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("B's view is not complete once the unreachable replica drains")
 	}
 
@@ -56,7 +56,7 @@ func TestDirectoryComplete(t *testing.T) {
 	d := c.replica("rep_d", "127.0.0.4", time.Hour)
 	select {
 	case <-d.gw.DirectoryComplete():
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("D's view is not complete")
 	}
 	e, ok := d.gw.Endpoint("http", host).(*remoteTunnel)

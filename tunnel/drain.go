@@ -63,6 +63,9 @@ func (c *openConn) Close() error {
 	return c.Conn.Close()
 }
 
+// HoldsWindowBudget reports whether the stream holds window budget (limitedStream's).
+func (c *openConn) HoldsWindowBudget() bool { return holdsWindowBudget(c.Conn) }
+
 // CloseWrite half-closes the stream, for TCP's half-close.
 func (c *openConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

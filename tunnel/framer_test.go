@@ -336,7 +336,7 @@ func TestSingleWriteFramerSessionOverTLS(t *testing.T) {
 	}
 	peer.Close()
 	chunk := make([]byte, 1000)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if _, err := st.Write(chunk); err != nil {
 			break
 		}
@@ -370,7 +370,7 @@ func TestSingleWriteFramerSessionOverTLS(t *testing.T) {
 	}()
 	select {
 	case <-waited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the client session did not end after the GOAWAY")
 	}
 }

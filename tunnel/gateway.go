@@ -32,6 +32,10 @@ type Config struct {
 	// accepted connection to serve; the public listeners own it (ingress.ListenTCP), and count
 	// its connections against the account. Nil refuses tcp binds.
 	ListenTCP func(port int, account string, serve func(net.Conn)) (io.Closer, error)
+	// Awaited, when set, reports whether port's socket waits for the endpoint that held it
+	// before a handover (its agent has not bound it again here yet): a random port's bind
+	// leaves such a port alone, or it would take the returning endpoint's socket and port.
+	Awaited func(port int) bool
 	// TCPIdle ends a public connection of a tcp endpoint once no byte has moved either
 	// way for this long; zero never does.
 	TCPIdle time.Duration
@@ -97,14 +101,20 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	// byID indexes sessions by id: every reconnecting agent's Auth looks its id up, thousands
+	// at once when a replica restarts, which a scan of sessions would make quadratic.
+	byID map[string]*session
 	// revoked remembers the credentials whose deletion ended sessions here, by token selector,
 	// so their agents' next attempt is told the credential was revoked (ERR_NGROK_300) rather
 	// than that the token is unknown. Bounded: forgotten entries fall back to 107.
 	revoked map[string]string
 	conns   map[net.Conn]struct{}
-	closed  bool
-	wg      sync.WaitGroup
-	stop    chan struct{}
+	// lost are the sessions whose rows wait for their agent's return, with the timer that
+	// deletes them (relink.go).
+	lost   map[*session]*time.Timer
+	closed bool
+	wg     sync.WaitGroup
+	stop   chan struct{}
 
 	// changes announces the accounts whose credentials, reservations or plan collections
 	// changed; fresh holds the sessions authenticated since the last check (under mu), so that
@@ -143,7 +153,7 @@ func New(cfg Config) *Gateway {
 		cfg.CheckInterval = 500 * time.Millisecond
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, Registry: NewRegistry(), limiter: newAuthLimiter(),
-		sessions: map[*session]struct{}{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, stop: make(chan struct{}),
+		sessions: map[*session]struct{}{}, byID: map[string]*session{}, revoked: map[string]string{}, conns: map[net.Conn]struct{}{}, lost: map[*session]*time.Timer{}, stop: make(chan struct{}),
 		echoHandover: echoHandover, streamTypeTimeout: streamTypeTimeout, moveWait: MoveWait, rebinds: newRebinds()}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -227,6 +237,7 @@ func (g *Gateway) addSession(s *session) bool {
 		return false
 	}
 	g.sessions[s] = struct{}{}
+	g.byID[s.id] = s
 	g.fresh = append(g.fresh, s)
 	return true
 }
@@ -234,7 +245,24 @@ func (g *Gateway) addSession(s *session) bool {
 func (g *Gateway) removeSession(s *session) {
 	g.mu.Lock()
 	delete(g.sessions, s)
+	if g.byID[s.id] == s {
+		delete(g.byID, s.id)
+	}
 	g.mu.Unlock()
+}
+
+// renameSession gives s the id the store left it (another credential's session held the one
+// it presented).
+func (g *Gateway) renameSession(s *session, id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byID[s.id] == s {
+		delete(g.byID, s.id)
+	}
+	s.id = id
+	if _, ok := g.sessions[s]; ok {
+		g.byID[id] = s
+	}
 }
 
 // Sessions returns how many agent sessions are authenticated on this replica now. It is for
@@ -257,12 +285,9 @@ func (g *Gateway) snapshotSessions() []*session {
 
 // Session returns the online session of this replica with the API id, or nil.
 func (g *Gateway) session(id string) *session {
-	for _, s := range g.snapshotSessions() {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.byID[id]
 }
 
 // Close ends every session (agents reconnect elsewhere or later) and stops the background
@@ -286,6 +311,7 @@ func (g *Gateway) Close() error {
 	for _, s := range g.snapshotSessions() {
 		s.close()
 	}
+	g.dropAllLost()
 	g.wg.Wait()
 	if g.changes != nil {
 		g.changes.Close()

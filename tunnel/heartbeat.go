@@ -108,6 +108,7 @@ func (s *session) startWatchdog() {
 	s.beatWindow = heartbeatWindow(s.auth)
 	s.watchdog = time.AfterFunc(s.beatWindow, func() {
 		s.gw.log.Info("agent session ended: no heartbeat", "session", s.id, "window", s.beatWindow)
+		s.lost.Store(true) // its link is gone, not its agent: keep its rows for its return
 		s.close()
 	})
 }

@@ -1,11 +1,16 @@
 package tunnel
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
+
+	"golang.ngrok.com/ngrok/config"
 
 	"github.com/edgeplane/edgeplane/plan"
 	"github.com/edgeplane/edgeplane/store"
@@ -110,6 +115,53 @@ func TestRemoteTunnelFailsClosed(t *testing.T) {
 		ch.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		if rec.Code != 503 || rec.Header().Get("ngrok-error-code") != "ERR_NGROK_3210" {
 			t.Errorf("row %s: %d %q, want 503 ERR_NGROK_3210", row.ID, rec.Code, rec.Header().Get("ngrok-error-code"))
+		}
+	}
+}
+
+// TestRandomPortLeavesAwaitedPorts: a random-port tcp bind never takes a port whose socket
+// waits for the endpoint that held it before a handover (Config.Awaited): that endpoint's
+// agent binds it again once it reconnects, and another tunnel there, of any account, would
+// take its socket and share its port.
+func TestRandomPortLeavesAwaitedPorts(t *testing.T) {
+	c := newCluster(t)
+	free := map[int]bool{}
+	for len(free) < 3 { // three ports of a row free on the replica's host
+		probe, err := net.Listen("tcp", "127.0.0.6:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := probe.Addr().(*net.TCPAddr).Port
+		probe.Close()
+		clear(free)
+		for p := base; p < base+3 && p < 65536; p++ {
+			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.6", strconv.Itoa(p))); err == nil {
+				ln.Close()
+				free[p] = true
+			}
+		}
+		c.settings.TCPPortMin, c.settings.TCPPortMax = base, base+2
+	}
+	open := c.settings.TCPPortMin + 1
+	c.awaited = func(port int) bool { return port != open }
+	r := c.replica("rep_a", "127.0.0.6", time.Hour)
+	ctx := context.Background()
+	for _, account := range []string{"a", "b"} {
+		s := r.connect(account)
+		for i := range 6 {
+			tun, err := s.Listen(ctx, config.TCPEndpoint())
+			if err != nil {
+				t.Fatalf("account %s's random bind %d: %v", account, i, err)
+			}
+			u, _ := url.Parse(tun.URL())
+			if u.Port() != strconv.Itoa(open) {
+				t.Fatalf("account %s's random bind %d took %s; only port %d is not awaited", account, i, tun.URL(), open)
+			}
+			tun.Close()
+			waitFor(t, "the unbind's row gone", func() bool {
+				rows, err := c.st.ReplicaTunnels(ctx, r.id, 0)
+				return err == nil && len(rows) == 0 && !r.gw.Online("tcp", u.Host)
+			})
 		}
 	}
 }

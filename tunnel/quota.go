@@ -105,8 +105,11 @@ func accountRefusal(q Quotas, kind tunnelKind) *bindError {
 // admitQuota checks a new tunnel of proto ("" for a labeled one) against the quotas before any
 // work is done for it (a random TCP port is opened, names are looked up): the session's, the
 // account's on this replica, and the account's tunnels on every replica. register checks the
-// session's and this replica's again as it registers the tunnel, atomically.
-func (s *session) admitQuota(kind tunnelKind) *bindError {
+// session's and this replica's again as it registers the tunnel, atomically. A tunnel that
+// retakes a row its session took over from the agent's previous one (rebinds.retakes) is not
+// counted against the account's tunnels on every replica: its row is among them already, and
+// an account at its quota would otherwise lose its tunnels each time its agent moves.
+func (s *session) admitQuota(kind tunnelKind, retakes bool) *bindError {
 	q := s.gw.cfg.Quotas
 	s.mu.Lock()
 	berr := s.overSession(kind)
@@ -119,7 +122,7 @@ func (s *session) admitQuota(kind tunnelKind) *bindError {
 		kind == kindLabeled && q.LabeledPerAccount > 0 && labeled >= q.LabeledPerAccount {
 		return accountRefusal(q, kind)
 	}
-	if q.BindsPerAccount <= 0 || s.gw.cfg.Store == nil {
+	if q.BindsPerAccount <= 0 || s.gw.cfg.Store == nil || retakes {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)

@@ -43,7 +43,7 @@ func TestRandomTCPPortComesBackToItsAgentOnly(t *testing.T) {
 			return err.Error()
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		_, _ = c.Write([]byte("ping\n"))
 		line, _ := bufio.NewReader(c).ReadString('\n')
 		return line

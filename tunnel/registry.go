@@ -66,6 +66,10 @@ type Tunnel struct {
 	// addresses it chose before, which other replicas' tunnels had taken.
 	randomPort bool
 	triedAddrs []string
+	// drawnPort is set for a tcp bind on a port edgeplane drew at random, now or for an earlier
+	// session of its agent (bound again with the address it was given): a dropped link keeps
+	// its row for the agent's return (relink.go).
+	drawnPort bool
 	// opts are the bind's options as the agent sent them, recorded (sealed) in the tunnel's row
 	// for the other replicas to build the same modules.
 	opts json.RawMessage

@@ -179,8 +179,8 @@ type failClosed string
 func (f failClosed) Name() string { return "unavailable" }
 
 func (f failClosed) Wrap(http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		enforce.ErrorPage(w, http.StatusServiceUnavailable, 3210,
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		enforce.ErrorPage(w, r, http.StatusServiceUnavailable, 3210,
 			"This endpoint's agent is connected to another edgeplane replica, and "+string(f)+"; it refuses the traffic rather than serve it without them.")
 	})
 }

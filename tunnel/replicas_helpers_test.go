@@ -38,6 +38,10 @@ type cluster struct {
 	settings ep.Settings
 	tokens   map[string]string // a credential's token, by account name
 	accounts map[string]string // account ids, by name
+	// awaited is the replicas' Config.Awaited.
+	awaited func(port int) bool
+	// quotas are the replicas' started after it is set.
+	quotas Quotas
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -112,9 +116,9 @@ func (c *cluster) replica(id, tcpHost string, interval time.Duration) *replica {
 	}
 	cert, pool := selfSigned(t, "agents.test")
 	gw = New(Config{Store: c.st, Settings: c.settings, Replica: id, Version: "test", Link: r.link,
-		DirectoryInterval: interval, ListenTCP: listenOn(tcpHost), Logger: testLogger(t),
-		OnPeerDraining: func() { r.peerDrains.Add(1) },
-		TLS:            &tls.Config{Certificates: []tls.Certificate{cert}}})
+		DirectoryInterval: interval, ListenTCP: listenOn(tcpHost), Awaited: c.awaited, Logger: testLogger(t),
+		OnPeerDraining: func() { r.peerDrains.Add(1) }, Quotas: c.quotas,
+		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	r.gw, r.pool = gw, pool
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

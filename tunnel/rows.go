@@ -35,7 +35,8 @@ func (s *session) sessionRow() store.AgentSessionRow {
 func (s *session) putRow(ctx context.Context) error {
 	took, err := s.gw.cfg.Store.PutAgentSession(ctx, s.sessionRow())
 	if errors.Is(err, store.ErrIDTaken) { // another credential's session id: take a new one
-		s.id, _ = ep.NewID("ts")
+		id, _ := ep.NewID("ts")
+		s.gw.renameSession(s, id)
 		return s.putRow(ctx)
 	}
 	if err == nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,9 @@ type session struct {
 	// moving is set when a drain ends the session for its agent to reconnect elsewhere: its
 	// rows are left for the agent's new session to take over (drain.go).
 	moving atomic.Bool
+	// lost is set when the agent's link was lost (no goodbye from it: the connection broke, or
+	// its heartbeats stopped): its rows are kept a while for the agent's return (relink.go).
+	lost atomic.Bool
 
 	// beating is set once the agent's heartbeat stream is being echoed (heartbeat.go); the
 	// watchdog ends the session when no ping arrived within beatWindow. Both under mu.
@@ -109,6 +113,7 @@ func (s *session) run() {
 				s.gw.log.Warn("agent session ended: protocol", "session", s.id, "remote", s.remote.String(), "reason", err.Error())
 			}
 			s.gw.log.Debug("agent session: accept ended", "session", s.id, "err", err)
+			s.noteLost(err)
 			return
 		}
 		if st.StreamType() == heartbeatType {
@@ -152,7 +157,13 @@ func (s *session) serveRPC(st muxado.TypedStream) {
 			_ = writeReply(st, bindResp{Error: errorText(ep.AgentCodeBadBind, "The bind request is not valid: %v", err), Opts: json.RawMessage("{}")})
 			return
 		}
-		_ = writeReply(st, s.bind(&m))
+		resp := s.bind(&m)
+		if resp.Error != "" {
+			// The agent shows the refusal; the server's log says which session had it, for an
+			// operator asked why an agent does not come online (ngrok-go retries it unlogged).
+			s.gw.log.Debug("bind refused", "session", s.id, "proto", m.Proto, "error", firstLine(resp.Error))
+		}
+		_ = writeReply(st, resp)
 	case typeLabel:
 		var m labelMsg
 		if err := readJSON(st, &m); err != nil {
@@ -236,12 +247,17 @@ func (s *session) handleAuth(st muxado.TypedStream) bool {
 	s.mu.Lock()
 	s.acl = cred.ACL
 	s.mu.Unlock()
-	// A reconnecting agent presents its session id again; it keeps it unless it is online here
-	// already (the same agent with two connections, or a stranger's guess).
-	if ep.ValidID("ts", m.ClientID) && s.gw.session(m.ClientID) == nil {
-		s.id = m.ClientID
-	} else {
-		s.id, _ = ep.NewID("ts")
+	// A reconnecting agent presents its session id again and keeps it: a session of that id
+	// still open here is its old link, which it gave up on before this replica noticed (it is
+	// ended as a lost link); another credential's is a stranger's guess, which gets a new id.
+	s.id, _ = ep.NewID("ts")
+	if ep.ValidID("ts", m.ClientID) {
+		if old := s.gw.session(m.ClientID); old == nil {
+			s.id = m.ClientID
+		} else if old.cred.ID == cred.ID {
+			old.supersede()
+			s.id = m.ClientID
+		}
 	}
 	if !s.gw.addSession(s) {
 		return false
@@ -358,7 +374,14 @@ func (s *session) close() {
 		for _, t := range s.tunnelList() {
 			s.gw.Registry.remove(t)
 		}
-		if s.rows && !s.moving.Load() {
+		switch {
+		case !s.rows || s.moving.Load():
+		case s.lost.Load() && !s.gw.closing():
+			// Not when this replica closes: closing the agents' connections, it ends their
+			// links itself, and a process on its way out would never delete their rows.
+			s.dropNamedRows()
+			s.gw.keepForReturn(s)
+		default:
 			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
 			defer cancel()
 			if err := s.gw.cfg.Store.DeleteAgentSession(ctx, s.id, s.connID); err != nil {
@@ -426,4 +449,11 @@ func (s *session) remoteIP() string {
 		return h
 	}
 	return s.remote.Addr().Unmap().String()
+}
+
+// firstLine is s up to its first line break: a refusal's code and reason, without the lines
+// naming the credential.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

@@ -62,6 +62,9 @@ func (c *answerConn) CloseWrite() error {
 	return c.Conn.Close()
 }
 
+// HoldsWindowBudget reports whether the stream holds window budget (limitedStream's).
+func (c *answerConn) HoldsWindowBudget() bool { return holdsWindowBudget(c.Conn) }
+
 // Close closes the stream; a closed stream no longer holds up its tunnel's StopTunnel.
 func (c *answerConn) Close() error {
 	c.answered()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	ep "github.com/edgeplane/edgeplane"
 	"github.com/edgeplane/edgeplane/peer"
 )
 
@@ -78,6 +79,25 @@ func (g *Gateway) Moving(proto, host string) bool {
 		return true
 	}
 	return g.dir != nil && g.dir.view.Load().moving[key]
+}
+
+// LabeledMoving reports whether the rows say an agent serving a tunnel group of the account
+// with want among its labels is on its way (MoveWait at most): a labeled tunnel's row with those
+// labels is on a draining replica, or was taken over by an agent that reconnected here and has
+// not bound it again yet. Another account's rows never count: labels are an account's own.
+func (g *Gateway) LabeledMoving(account string, want map[string]string) bool {
+	if g.rebinds.pendingLabels(account, want) {
+		return true
+	}
+	if g.dir == nil {
+		return false
+	}
+	for _, labels := range g.dir.view.Load().movingLabeled[account] {
+		if ep.LabelsMatch(labels, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // PollSoon asks the directory for a poll now, for a caller waiting on an endpoint to move.

@@ -78,9 +78,17 @@ type proxyWin struct {
 	periodRecv    uint64
 	periodStarved bool
 	charged       int64 // bytes reserved from the budget
+	// held counts the rounds that found the stream held by its window (those that double it),
+	// heldW is the largest window such a round found too small and chargedMost the most the
+	// stream reserved. They decide nothing: a stream held by the CPU rather than its window
+	// rightly never grows, and they let a test tell it from a stream the tuner failed to grow.
+	held        int
+	heldW       uint64
+	chargedMost int64
 	// peakUnread is the most the stream's muxado buffer ever held unread (recv - read). The
-	// buffer keeps the capacity it grew to until the stream closes, also while the stream waits
-	// idle for its public connection's next request, so the stream stays charged for it.
+	// buffer keeps the capacity it grew to until the stream closes, so the stream stays charged
+	// for it; the public listeners close a stream so charged when its answer ends rather than
+	// keep it idle for the connection's next request (limitedStream.HoldsWindowBudget).
 	peakUnread uint64
 	finIn      bool
 	finOut     bool
@@ -252,6 +260,7 @@ func (g *streamGuard) tune(id frame.StreamId, e *proxyWin, n uint64) frame.Frame
 		if need := int64(e.w) - agentWindow; need > e.charged {
 			e.charged += g.budget.reserve(g.account, need-e.charged)
 			e.w = agentWindow + uint64(e.charged)
+			e.chargedMost = max(e.chargedMost, e.charged)
 		}
 	}
 	if e.read+e.w < e.granted+proxyCreditBatch {
@@ -290,6 +299,8 @@ func (g *streamGuard) round(e *proxyWin, unread, inflight uint64) {
 	switch {
 	case !e.warm:
 	case 2*e.drained >= e.reads && e.starved, e.drained > 0 && e.full:
+		e.held++
+		e.heldW = max(e.heldW, e.w)
 		e.w = min(2*e.w, maxProxyWindow)
 	case e.drained == 0:
 		e.w = max(agentWindow, e.w/2)

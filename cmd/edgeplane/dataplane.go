@@ -141,18 +141,18 @@ type dataPlane struct {
 	outboundRoots            *x509.CertPool
 	// outboundAllowPrivate is --outbound-allow-private.
 	outboundAllowPrivate bool
-	// sharePortsUntil is, in a process a handover started, when it stops opening TCP ports
-	// beside its predecessor's (ingress.Config.SharePortsUntil).
-	sharePortsUntil time.Time
-	oauthApps       map[string]enforce.OAuthApp
-	oauthEndpoints  map[string]enforce.OAuthEndpoints
-	bindSignIn      plan.BindSignInLimits
-	gw              *tunnel.Gateway
-	pub             *ingress.Server
-	planner         *plan.Planner
-	certs           *certmgr.Manager
-	dns             *dnsSockets // nil without --dns-listen
-	closeOnce       sync.Once
+	// inheritedTCP, in a process a handover started, holds the TCP endpoints' and edges'
+	// sockets its predecessor passed on, until their ports open here (handover_tcp.go).
+	inheritedTCP   *tcpPool
+	oauthApps      map[string]enforce.OAuthApp
+	oauthEndpoints map[string]enforce.OAuthEndpoints
+	bindSignIn     plan.BindSignInLimits
+	gw             *tunnel.Gateway
+	pub            *ingress.Server
+	planner        *plan.Planner
+	certs          *certmgr.Manager
+	dns            *dnsSockets // nil without --dns-listen
+	closeOnce      sync.Once
 	// agent and public count the agent listener's and the public listeners' connections, TCP
 	// endpoints' included; metrics holds the data plane's own (dataplane_metrics.go).
 	agent, public *netx.Limiter
@@ -192,6 +192,9 @@ type dataPlane struct {
 // that a port in use fails the start at once.
 func (f *dataPlaneFlags) listen(set *socketSet) (*dataPlane, error) {
 	d := &dataPlane{metrics: newDataPlaneMetrics(), expected: set.in.expected}
+	if set.in != nil {
+		d.inheritedTCP = set.in.tcp
+	}
 	agentLimits, publicLimits, err := f.connLimits()
 	if err != nil {
 		return nil, err
@@ -317,7 +320,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Recorder:             rec,
 		Certificate:          certs.Certificate,
 		TCPHost:              *f.tcpListenHost,
-		SharePortsUntil:      d.sharePortsUntil,
+		Inherited:            d.inheritedTCP,
 		OutboundRoots:        d.outboundRoots,
 		OutboundAllowPrivate: d.outboundAllowPrivate,
 		Limiter:              d.public,
@@ -351,6 +354,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
 		ListenTCP: d.pub.ListenTCP,
+		Awaited:   d.inheritedTCP.holds,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
 		// Auto-tuned proxy stream windows, out of one budget for the process.
@@ -401,6 +405,19 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 	log.Info("data plane listening", "agents", addrOf(d.agentLn), "http", addrOf(d.httpLn), "https", addrOf(d.httpsLn),
 		"tcp_host", *f.tcpListenHost, "peer", addrOf(d.peerLn), "peer_advertise", d.peerAdvertise, "replica", d.replica)
 	return nil
+}
+
+// tcpListeners returns the TCP endpoints' and edges' listening sockets a handover passes on:
+// those open here, and those inherited that no bind or edge has taken yet (their endpoints
+// may still come back).
+func (d *dataPlane) tcpListeners() map[int]*net.TCPListener {
+	lns := d.inheritedTCP.pending()
+	if d.pub != nil {
+		for port, ln := range d.pub.TCPListeners() {
+			lns[port] = ln
+		}
+	}
+	return lns
 }
 
 func addrOf(ln net.Listener) string {

@@ -159,13 +159,14 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 // takes to reconnect and bind again, typically well under half a second, seconds on a starved
 // machine. A public request for an endpoint that is offline now waits for it, rather than being
 // answered ERR_NGROK_3200 at once, when it is expected back: while the store's rows say its
-// agent is moving (tunnel.Gateway.Moving: a row of it on a draining replica, or taken over by
-// an agent that reconnected here and has not bound it again), up to tunnel.MoveWait, whose
-// rows end sooner when the agent does not come back; otherwise up to handoverWait when this
-// process took over from a process that had it online (handover.go) and it has not been served
-// here since, or up to endpointWait when this process served it less than recentWindow ago (its
-// agent may be moving from another replica, or gone with a replica that died). A name nobody
-// served gets its answer at once, and so does one that did not come back within one wait.
+// agent is moving (tunnel.Gateway.Moving, and LabeledMoving for an edge's tunnel group: a row of
+// it on a draining replica, or taken over by an agent that reconnected here and has not bound
+// it again), up to tunnel.MoveWait, whose rows end sooner when the agent does not come back;
+// otherwise up to handoverWait when this process took over from a process that had it online
+// (handover.go) and it has not been served here since, or up to endpointWait when this process
+// served it less than recentWindow ago (its agent may be moving from another replica, or gone
+// with a replica that died). A name nobody served gets its answer at once, and so does one
+// that did not come back within one wait.
 const (
 	endpointWait     = 750 * time.Millisecond
 	handoverWait     = 2 * time.Second
@@ -335,8 +336,8 @@ func (d *dataPlane) setLookups(w *endpointWaiter) {
 		})
 	})
 	d.pub.SetLabeled(func(account string, labels map[string]string) []ingress.Endpoint {
-		// A labeled tunnel takes a new id when its agent reconnects: no row says it moves.
-		return await(w, labeledKey(account, labels), mover{}, func() ([]ingress.Endpoint, bool) {
+		m := mover{moving: func() bool { return d.gw.LabeledMoving(account, labels) }, poll: d.gw.PollSoon}
+		return await(w, labeledKey(account, labels), m, func() ([]ingress.Endpoint, bool) {
 			tunnels := d.gw.Labeled(account, labels)
 			out := make([]ingress.Endpoint, len(tunnels))
 			for i, t := range tunnels {

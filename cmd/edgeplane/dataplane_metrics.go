@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeplane/edgeplane/enforce"
 	"github.com/edgeplane/edgeplane/internal/netx"
 	"github.com/edgeplane/edgeplane/server"
 )
@@ -13,8 +12,8 @@ import (
 // The data plane's metrics on /metrics, beside the API's. Most are read when they are scraped,
 // from counts the parts keep anyway (the limiters' stats, the gateway's sessions, the registry's
 // tunnels, the planner's swaps), so they cost the agents' and the public requests' paths
-// nothing; the public requests and the error codes cost one atomic add each (ingress.Server
-// and enforce.ErrorPage). As for the API's, no label carries an id, a host, a token or an
+// nothing; the public requests and the error codes cost one atomic add each (ingress.Server,
+// whose counter of error pages enforce.ErrorPage adds to). As for the API's, no label carries an id, a host, a token or an
 // account, and every label value comes from a closed set: listener names, results and error
 // codes written as constants in the code.
 
@@ -48,6 +47,8 @@ var (
 		"Accounts whose proxy streams hold some of the window budget now.", nil, nil)
 	planRebuildsDesc = prometheus.NewDesc("edgeplane_plan_rebuilds_total",
 		"Routing plans swapped in (at start, on each change of edges, routes, backends, policies, domains or certificates, and every 30 s).", nil, nil)
+	tcpEdgePortsDesc = prometheus.NewDesc("edgeplane_tcp_edge_ports_unavailable",
+		"Ports of TCP edges that this replica could not open at their last attempt (something else holds them) and is retrying: edges that do not listen here.", nil, nil)
 )
 
 // watchedErrorCodes are the public error codes reported at 0 before their first answer: an
@@ -121,11 +122,11 @@ func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // dataPlaneCollector reports the running data plane's sessions, tunnels, window budget, public
-// requests and errors, and plan swaps.
+// requests and errors, plan swaps, and the TCP edge ports it cannot open.
 type dataPlaneCollector struct{ d *dataPlane }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc,
+	for _, d := range []*prometheus.Desc{agentSessionsDesc, agentTunnelsDesc, publicRequestsDesc, publicErrorsDesc, planRebuildsDesc, policyLogsDesc, tcpEdgePortsDesc,
 		windowBudgetDesc, windowHeldDesc, windowPeakDesc, windowAccountPeakDesc, windowAccountsDesc} {
 		ch <- d
 	}
@@ -143,10 +144,10 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	overHTTP, overTLS := d.pub.Requests()
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overHTTP), "http")
 	ch <- prometheus.MustNewConstMetric(publicRequestsDesc, prometheus.CounterValue, float64(overTLS), "https")
-	// The codes answered in this process; the data plane is the only one that answers with them.
-	// The codes an operator alerts on are reported from the start, at 0 until the first answer,
-	// so that rate() and increase() see that answer too.
-	counts := enforce.ErrorCounts()
+	// The codes this data plane's public listeners answered with. The codes an operator alerts
+	// on are reported from the start, at 0 until the first answer, so that rate() and increase()
+	// see that answer too.
+	counts := d.pub.Errors()
 	for _, code := range watchedErrorCodes {
 		if _, ok := counts[code]; !ok {
 			counts[code] = 0
@@ -156,6 +157,7 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(publicErrorsDesc, prometheus.CounterValue, float64(n), code)
 	}
 	ch <- prometheus.MustNewConstMetric(planRebuildsDesc, prometheus.CounterValue, float64(d.planner.Rebuilds()))
+	ch <- prometheus.MustNewConstMetric(tcpEdgePortsDesc, prometheus.GaugeValue, float64(d.pub.TCPEdgePortsUnavailable()))
 	written, dropped := d.policyLog.Counts()
 	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(written), "written")
 	ch <- prometheus.MustNewConstMetric(policyLogsDesc, prometheus.CounterValue, float64(dropped), "dropped")

@@ -23,7 +23,8 @@ import (
 // sockets as inherited file descriptors, named in inheritEnv, and a pipe the new process
 // writes "ready" to once it serves. Only then does the old one stop accepting, end its agents'
 // sessions as their streams finish (they reconnect to the new process on the same socket at
-// once) and drain the requests in flight, for up to --drain-timeout. docs/operations.md
+// once) and drain the requests in flight, for up to --drain-timeout. TCP endpoints' and edges'
+// ports are passed on too, in a list of their own (handover_tcp.go). docs/operations.md
 // describes it; docs/decisions.md says why inherited sockets rather than SO_REUSEPORT.
 
 // inheritEnv names, for a process started by a handover, the listening sockets it inherits and
@@ -42,7 +43,7 @@ const (
 
 // inheritable are the listeners a handover passes on, by the name inheritEnv gives them. TCP
 // endpoints' and edges' ports are not among them: they open and close with their binds and
-// edges, and a successor opens them beside this process (SO_REUSEPORT, ingress.ListenTCP).
+// edges, and are passed on by port (inheritTCPEnv).
 var inheritable = map[string]string{
 	"api": "listen", "metrics": "metrics-listen", "agent": "agent-listen",
 	"http": "http-listen", "https": "https-listen", "peer": "peer-listen",
@@ -59,17 +60,33 @@ type inherited struct {
 	ready *os.File
 	// expected are the endpoints the old process had online (endpointsName).
 	expected []string
+	// tcp holds the TCP endpoints' and edges' sockets (inheritTCPEnv) until their ports open
+	// here; warnings are its entries that were ignored, for the log.
+	tcp      *tcpPool
+	warnings []string
 }
 
 // parseInherited reads inheritEnv's value: every entry must name a known listener or the
 // readiness pipe once, with a descriptor that is open and (for a listener) a listening TCP
 // socket. Anything else is refused before a socket or the database is touched: a successor that
-// started without a socket it was given would leave that port unserved.
-func parseInherited(v string) (*inherited, error) {
-	in := &inherited{lns: map[string]net.Listener{}}
+// started without a socket it was given would leave that port unserved. Then it reads tcp,
+// inheritTCPEnv's value (parseInheritedTCP), whose bad entries are only ignored.
+func parseInherited(v, tcp string) (*inherited, error) {
+	in := &inherited{lns: map[string]net.Listener{}, tcp: &tcpPool{}}
 	if v == "" {
+		if tcp != "" {
+			in.warnings = append(in.warnings, fmt.Sprintf("%s ignored: no %s", inheritTCPEnv, inheritEnv))
+		}
 		return in, nil
 	}
+	// The descriptors given are closed once all are parsed (FileListener makes its own copy):
+	// a number freed earlier could be reused by a copy, then named by a later entry.
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	fail := func(format string, a ...any) (*inherited, error) {
 		in.close()
 		return nil, fmt.Errorf("%s=%q: %s", inheritEnv, v, fmt.Sprintf(format, a...))
@@ -117,8 +134,8 @@ func parseInherited(v string) (*inherited, error) {
 			}
 			continue
 		}
+		files = append(files, f)
 		ln, err := net.FileListener(f)
-		f.Close() // FileListener made its own copy
 		if err != nil {
 			return fail("%s=%d: not a listening socket: %v", name, fd, err)
 		}
@@ -131,6 +148,9 @@ func parseInherited(v string) (*inherited, error) {
 	if in.ready == nil {
 		return fail("no %s=FD: the process handing over waits on it", readyName)
 	}
+	var tcpFiles []*os.File
+	in.tcp.lns, tcpFiles, in.warnings = parseInheritedTCP(tcp, fds)
+	files = append(files, tcpFiles...)
 	return in, nil
 }
 
@@ -156,6 +176,7 @@ func (in *inherited) close() {
 	if in.ready != nil {
 		in.ready.Close()
 	}
+	in.tcp.close()
 }
 
 // signalReady tells the process handing over that this one serves.
@@ -206,8 +227,10 @@ type handover struct {
 	log   *slog.Logger
 	// endpoints lists the endpoints online here, for the successor (endpointsName).
 	endpoints func() []string
-	mu        sync.Mutex
-	busy      bool
+	// tcp returns the TCP endpoints' and edges' listeners open here, by port (inheritTCPEnv).
+	tcp  func() map[int]*net.TCPListener
+	mu   sync.Mutex
+	busy bool
 }
 
 // errHandoverBusy refuses a handover while another is under way.
@@ -282,13 +305,26 @@ func (h *handover) start() (int, error) {
 		files = append(files, uintptr(fd))
 	}
 	files = append(files, er.Fd(), pw.Fd())
+	var tcpFDs []int
+	var tcpList string
+	if h.tcp != nil {
+		var skipped int
+		tcpFDs, tcpList, skipped = passTCP(h.tcp(), len(files))
+		if skipped > 0 {
+			h.log.Warn("handover: too many TCP ports to pass on; the new process binds the rest once this one lets go of them", "passed", len(tcpFDs), "not_passed", skipped)
+		}
+	}
+	fds = append(fds, tcpFDs...) // closed here once forked
+	for _, fd := range tcpFDs {
+		files = append(files, uintptr(fd))
+	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, inheritEnv+"=") {
+		if !strings.HasPrefix(kv, inheritEnv+"=") && !strings.HasPrefix(kv, inheritTCPEnv+"=") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, inheritEnv+"="+strings.Join(entries, ","))
+	env = append(env, inheritEnv+"="+strings.Join(entries, ","), inheritTCPEnv+"="+tcpList)
 	pid, err := syscall.ForkExec(exe, append([]string{os.Args[0]}, os.Args[1:]...), &syscall.ProcAttr{Env: env, Files: files})
 	if err != nil {
 		ew.Close()

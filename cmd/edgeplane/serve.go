@@ -165,7 +165,7 @@ type sockets struct {
 
 // openSockets takes every port of the configuration, or none.
 func (c *serveConfig) openSockets() (_ *sockets, err error) {
-	in, err := parseInherited(os.Getenv(inheritEnv))
+	in, err := parseInherited(os.Getenv(inheritEnv), os.Getenv(inheritTCPEnv))
 	if err != nil {
 		return nil, usageErrorf("serve", "%v", err)
 	}
@@ -241,6 +241,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer socks.close()
+	for _, w := range socks.set.in.warnings {
+		log.Warn("handover: " + w)
+	}
 	base := cfg.baseURL
 	if base == "" {
 		base = "http://" + socks.api.Addr().String()
@@ -265,9 +268,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	socks.dp.inspect = cfg.console.recorder()
 	if socks.set.in.ready != nil {
-		// The predecessor holds its TCP endpoints' ports until its agents have moved: at most
-		// until it sees this process ready, then its drain.
-		socks.dp.sharePortsUntil = time.Now().Add(handoverReadyTimeout + cfg.drainTimeout + 30*time.Second)
+		// The TCP sockets inherited wait for their endpoints' agents, which move once the
+		// predecessor sees this process ready and drains; those not back by then are closed.
+		n := socks.set.in.tcp.size()
+		socks.set.in.tcp.expireAfter(handoverReadyTimeout+cfg.drainTimeout+tcpSpanMargin, func(left int) {
+			log.Info("handover: closed the inherited TCP ports no endpoint or edge took", "ports", left)
+		})
+		if n > 0 {
+			log.Info("handover: inherited TCP ports", "ports", n)
+		}
 	}
 	if err := socks.dp.start(ctx, cfg.dp, st, settings, log); err != nil {
 		return err
@@ -300,10 +309,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	limited := apiConns.ListenPending(socks.api)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(limited) }()
-	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
+	// SIGUSR2 is caught before the line that says the server listens: a supervisor (or a test)
+	// that signals once it reads that line would otherwise kill it, SIGUSR2's default action.
 	handedOver := make(chan int, 1)
-	stopUSR2 := listenForHandover(&handover{socks: socks.set, log: log, endpoints: socks.dp.onlineKeys}, handedOver)
+	stopUSR2 := listenForHandover(&handover{socks: socks.set, log: log, endpoints: socks.dp.onlineKeys, tcp: socks.dp.tcpListeners}, handedOver)
 	defer stopUSR2()
+	log.Info("edgeplane listening", "addr", socks.api.Addr().String(), "base_url", strings.TrimRight(base, "/"), "db", store.RedactDSN(cfg.dsn), "version", versionString())
 	if socks.set.in.ready != nil {
 		if err := socks.set.in.signalReady(); err != nil {
 			log.Warn("handover: cannot tell the old process this one is ready", "err", err)

@@ -31,6 +31,7 @@ func TestMetrics(t *testing.T) {
 	}
 	m.want(`edgeplane_agent_sessions`, 0)
 	m.want(`edgeplane_agent_tunnels`, 0)
+	m.want(`edgeplane_tcp_edge_ports_unavailable`, 0)
 	m.want(`edgeplane_agent_window_budget_bytes`, 32<<20) // the default --agent-window-budget-mib
 	for _, series := range []string{`edgeplane_agent_window_held_bytes`, `edgeplane_agent_window_held_peak_bytes`,
 		`edgeplane_agent_window_account_peak_bytes`, `edgeplane_agent_window_accounts`} {

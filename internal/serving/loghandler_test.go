@@ -81,6 +81,45 @@ func TestRequestLineIsSlogs(t *testing.T) {
 	}
 }
 
+// LogRequest writes the request line as Handle writes its record, which is slog's line, and
+// writes nothing, leaving it to Handle, when a value is one the fast path does not take.
+func TestLogRequestIsSlogs(t *testing.T) {
+	tm := time.Date(2026, 11, 28, 9, 24, 57, 724_123_000, time.UTC)
+	lines := []RequestLine{
+		{tm, "request", "op_3MjJAC1fCTi5BLJNgSmr6FUvWNZ", "GET", "GET /ip_policy_rules/{id}", 200, 0.075, "acct_3MjJAC1fCTi5BLJNgSmr6FUvWNZ"},
+		{tm, "request", "op_x", "POST", "unmatched", 404, 12.5, ""},
+		{tm.Truncate(time.Second), "request", "", "DELETE", "", 500, 0, ""},
+		{tm, "request", "op_x", "GET", `a "quoted\ route`, 200, 1e-7, "a=b"},
+		{tm, "request", "op_x", "GET", "ü", 200, 1, ""},          // not ASCII: left to slog
+		{tm, "request", "op_x", "GET", "/", 200, math.NaN(), ""}, // NaN: left to slog's JSON handler
+		{time.Time{}, "request", "op_x", "GET", "/", 200, 1, ""}, // no time: left to slog
+	}
+	for _, format := range []string{"text", "json"} {
+		for _, l := range lines {
+			var b lockedBuffer
+			w := NewLogWriter(&b)
+			h, err := newLogHandler(w, format, slog.LevelDebug)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrote := h.LogRequest(&l)
+			if !wrote {
+				if err := h.Handle(context.Background(), l.Record()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.Close()
+			got, _ := b.snapshot()
+			if want := slogLine(t, format, l.Record()); got != want {
+				t.Errorf("%s, %+v (written by LogRequest: %v):\n got %q\nwant %q", format, l, wrote, got, want)
+			}
+			if _, fast := h.appendRecord(nil, l.Record()); wrote != fast {
+				t.Errorf("%s, %+v: LogRequest wrote it %v, the record's fast path %v", format, l, wrote, fast)
+			}
+		}
+	}
+}
+
 // Every string of one or two ASCII characters, as a key, a message and a value, in both
 // formats: the fast path writes what slog writes, or leaves the record to slog.
 func TestStringsAsSlogWritesThem(t *testing.T) {
