@@ -106,6 +106,6 @@ func (p *proxy) bodyTimedOut(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
-	enforce.ErrorPage(w, http.StatusRequestTimeout, BodyTimeoutCode, fmt.Sprintf(
+	enforce.ErrorPage(w, r, http.StatusRequestTimeout, BodyTimeoutCode, fmt.Sprintf(
 		"No byte of the request body arrived for %v (--public-body-timeout): the request was ended.", p.s.bodyTimeout()))
 }
