@@ -35,7 +35,8 @@ func gitRepo(t *testing.T) func(args ...string) (string, error) {
 func TestGitIgnoresKeysDatabasesAndBuilds(t *testing.T) {
 	git := gitRepo(t)
 	for _, path := range []string{"edgeplane.db", "edgeplane.db.key", "data/prod.db.key", "data/prod.sqlite.key",
-		"edgeplane.db-wal", "edgeplane", "edgeplane-bench", "bin/edgeplane"} {
+		"edgeplane.db-wal", "edgeplane", "edgeplane-bench", "bin/edgeplane",
+		"cmd/edgeplane/edgeplane", "cmd/edgeplane-bench/edgeplane-bench"} {
 		if _, err := git("check-ignore", "-q", "--no-index", path); err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == 1 {
@@ -103,7 +104,8 @@ func TestDockerignoreLeavesOutKeysAndBuilds(t *testing.T) {
 	for sc.Scan() {
 		have[strings.TrimSpace(sc.Text())] = true
 	}
-	for _, want := range []string{"*.db", "**/*.db", "*.key", "**/*.key", "*.db-wal", "**/*.db-wal", "/edgeplane", "/edgeplane-bench", "/bin/"} {
+	for _, want := range []string{"*.db", "**/*.db", "*.key", "**/*.key", "*.db-wal", "**/*.db-wal", "/edgeplane", "/edgeplane-bench", "/bin/",
+		"/cmd/edgeplane/edgeplane", "/cmd/edgeplane-bench/edgeplane-bench", "/agent/"} {
 		if !have[want] {
 			t.Errorf(".dockerignore lacks %q", want)
 		}
