@@ -112,14 +112,19 @@ func TestDockerignoreLeavesOutKeysAndBuilds(t *testing.T) {
 	}
 }
 
-// docFiles are the repository's documents: README.md and docs/*.md.
+// docFiles are the repository's documents: README.md, docs/*.md, and the notes beside the
+// deployment examples and the benchmarks' results.
 func docFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
+	files := []string{"README.md"}
+	for _, pattern := range []string{"docs/*.md", "deploy/*.md", "bench/*.md"} {
+		matched, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, matched...)
 	}
-	return append([]string{"README.md"}, files...)
+	return files
 }
 
 var (
