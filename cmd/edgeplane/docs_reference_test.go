@@ -64,27 +64,27 @@ func documentedFlags(t *testing.T) map[string]bool {
 func TestEveryFlagIsDocumented(t *testing.T) {
 	t.Parallel()
 	documented := documentedFlags(t)
-	real := map[string]bool{}
+	inHelp := map[string]bool{}
 	for _, c := range commands {
 		help, _, code := runBin(t, nil, append(strings.Fields(c.name), "-h")...)
 		if code != 0 {
 			t.Fatalf("edgeplane %s -h: exit %d", c.name, code)
 		}
 		for _, m := range helpFlagRE.FindAllStringSubmatch(help, -1) {
-			real[c.name+" --"+m[1]] = true
+			inHelp[c.name+" --"+m[1]] = true
 		}
 	}
-	if len(real) < 60 {
-		t.Fatalf("found only %d flags in the commands' help: does the help still list flags as \"  -name\"?", len(real))
+	if len(inHelp) < 60 {
+		t.Fatalf("found only %d flags in the commands' help: does the help still list flags as \"  -name\"?", len(inHelp))
 	}
 	var missing, stale []string
-	for f := range real {
+	for f := range inHelp {
 		if !documented[f] {
 			missing = append(missing, f)
 		}
 	}
 	for f := range documented {
-		if !real[f] {
+		if !inHelp[f] {
 			stale = append(stale, f)
 		}
 	}
@@ -95,6 +95,30 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 	}
 	for _, f := range stale {
 		t.Errorf("docs/operations.md's configuration table names edgeplane %s, which its help does not list", f)
+	}
+	// The README's short table names serve's flags alone.
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Configuration" section`)
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	named := 0
+	for _, line := range strings.Split(table, "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 && strings.HasPrefix(line, "|") {
+			for _, m := range cellFlagRE.FindAllStringSubmatch(cells[1], -1) {
+				named++
+				if !inHelp["serve --"+m[2]] {
+					t.Errorf("README.md's configuration table names --%s, which serve's help does not list", m[2])
+				}
+			}
+		}
+	}
+	if named < 8 {
+		t.Errorf("README.md's configuration table names only %d flags: does it still look like this test expects?", named)
 	}
 }
 
