@@ -237,6 +237,7 @@ func (s *Server) carry(pub net.Conn, t target, tr *connTrace) {
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := t.dial(ctx)
 	cancel()
+	s.routed(pub)
 	if err != nil {
 		s.log.Debug("edge backend unreachable", "err", err)
 		tr.refused(unreachable)

@@ -164,7 +164,10 @@ type Server struct {
 	lns    map[net.Listener]struct{}
 	// tcpLns are the open TCP endpoints' and edges' listeners (also in lns).
 	tcpLns map[*tcpListener]struct{}
-	conns  map[net.Conn]struct{}
+	// conns are the raw connections carried here; true while one is routing (routing.go).
+	conns map[net.Conn]bool
+	// routing counts the conns true there.
+	routing int
 	// tcpEdges are the TCP edges' ports, open and failing (tcpedges.go).
 	tcpEdges tcpEdges
 
@@ -182,7 +185,7 @@ type Server struct {
 
 // New builds the public listeners' server; Serve* start them.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, tcpLns: map[*tcpListener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, lns: map[net.Listener]struct{}{}, tcpLns: map[*tcpListener]struct{}{}, conns: map[net.Conn]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -337,16 +340,21 @@ func (s *Server) isClosed() bool {
 }
 
 // trackConn records a raw connection the server carries itself (TLS passthrough, TCP), so Close
-// can end it; it returns a function that forgets it.
+// can end it, as routing until it has its stream (routing.go); it returns a function that
+// forgets it.
 func (s *Server) trackConn(c net.Conn) (func(), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = true
+	s.routing++
 	return func() {
 		s.mu.Lock()
+		if s.conns[c] {
+			s.routing--
+		}
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}, true

@@ -250,6 +250,7 @@ func (s *Server) carryTo(pub net.Conn, ep Endpoint, proto string, passthrough bo
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	up, err := ep.Dial(ctx, pub.RemoteAddr().String(), proto, "", passthrough)
 	cancel()
+	s.routed(pub)
 	if err != nil {
 		tr.refused(unreachable)
 		return
