@@ -108,8 +108,10 @@ func TestHandoverStepsPostgres(t *testing.T) {
 	for _, k := range names {
 		out = append(out, fmt.Sprintf("%-24s %s", k, distribution(steps[k])))
 	}
-	t.Logf("handover of %d agents (2 accounts) under %d busy loops: draining %v after SIGUSR2, last tunnel online %v after draining\n%s",
-		n, busy, draining.Sub(sent).Round(time.Millisecond), last.Sub(draining.UTC()).Round(time.Millisecond), strings.Join(out, "\n"))
+	after := w.proc.Stderr.String()[from:]
+	t.Logf("handover of %d agents (2 accounts) under %d busy loops: draining %v after SIGUSR2, last tunnel online %v after draining; %d warnings\n%s",
+		n, busy, draining.Sub(sent).Round(time.Millisecond), last.Sub(draining.UTC()).Round(time.Millisecond),
+		strings.Count(after, " level=WARN "), strings.Join(out, "\n"))
 }
 
 // distribution shows the count, median, 90th and 99th percentiles and maximum of ds.
