@@ -46,9 +46,12 @@ func zoneOf(name string) string {
 }
 
 // lockName takes a name's lock until the transaction ends (PostgreSQL; SQLite's single writer
-// needs none).
-func (s *Store) lockName(ctx context.Context, tx *wtx, name string) error {
+// needs none), shared or exclusive.
+func (s *Store) lockName(ctx context.Context, tx *wtx, name string, shared bool) error {
 	q := s.d.nameLock()
+	if shared {
+		q = s.d.nameLockShared()
+	}
 	if q == "" {
 		return nil
 	}
@@ -64,9 +67,14 @@ func (s *Store) holdName(ctx context.Context, tx *wtx, account, name string) err
 	if !isAddr(name) {
 		namespace, claims = ep.ClaimDomain, ep.DomainClaimsFor(name)
 	}
-	// The name before its wildcard, always in this order: no two binds wait on each other.
-	for _, c := range claims {
-		if err := s.lockName(ctx, tx, c); err != nil {
+	// The name before its wildcard, always in this order: no two binds wait on each other. The
+	// name's lock is exclusive: a bind or a reservation of the same name takes turns with this
+	// one. The wildcard's is shared: a reservation of the wildcard (or a bind of it), which
+	// takes it exclusive, still takes turns with every bind under it, but binds of different
+	// names under one zone (every agent's name under a service domain, of every account) do not
+	// wait for each other: neither reads what the other writes.
+	for i, c := range claims {
+		if err := s.lockName(ctx, tx, c, i > 0); err != nil {
 			return err
 		}
 	}
@@ -137,7 +145,7 @@ func (v *txView) OnlineElsewhere(name string) (bool, error) {
 	if !storable(name) {
 		return false, nil
 	}
-	if err := v.s.lockName(v.ctx, v.tx, name); err != nil {
+	if err := v.s.lockName(v.ctx, v.tx, name, false); err != nil {
 		return false, err
 	}
 	return v.s.onlineElsewhere(v.ctx, v.tx, v.account, name)

@@ -61,6 +61,10 @@ func (pgDialect) nameLock() string {
 	return `SELECT pg_advisory_xact_lock(` + strconv.Itoa(nameLockClass) + `, hashtext(?))`
 }
 
+func (pgDialect) nameLockShared() string {
+	return `SELECT pg_advisory_xact_lock_shared(` + strconv.Itoa(nameLockClass) + `, hashtext(?))`
+}
+
 // SQLSTATEs: class 23 integrity, class 08 connection, 57P01-03 server shutting down or starting.
 func pgCode(err error) string {
 	var e *pgconn.PgError

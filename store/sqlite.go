@@ -54,10 +54,11 @@ func (sqliteDialect) unavailable(err error) bool {
 // bytewise whatever the database's locale; SQLite compares text bytewise already.
 func (sqliteDialect) ddl(stmt string) string { return strings.ReplaceAll(stmt, ` COLLATE "C"`, "") }
 
-func (sqliteDialect) forShare() string   { return "" }
-func (sqliteDialect) forUpdate() string  { return "" }
-func (sqliteDialect) serialLock() string { return "" }
-func (sqliteDialect) nameLock() string   { return "" }
+func (sqliteDialect) forShare() string       { return "" }
+func (sqliteDialect) forUpdate() string      { return "" }
+func (sqliteDialect) serialLock() string     { return "" }
+func (sqliteDialect) nameLock() string       { return "" }
+func (sqliteDialect) nameLockShared() string { return "" }
 
 // lockMigrations needs no lock: the writer's transactions take the database lock at BEGIN.
 func (sqliteDialect) lockMigrations(context.Context, *sql.Conn) (func(), error) {

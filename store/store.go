@@ -48,6 +48,9 @@ type dialect interface {
 	// nameLock is serialLock for a public name (a hostname, a wildcard, a TCP address): a bind
 	// and a reservation of one name take turns on it (holds.go).
 	nameLock() string
+	// nameLockShared is nameLock in shared mode: it waits only for, and holds off only, those
+	// who hold or wait for the name's lock in nameLock's (exclusive) mode.
+	nameLockShared() string
 	// lockMigrations serialises migrations across processes starting at once.
 	lockMigrations(ctx context.Context, conn *sql.Conn) (unlock func(), err error)
 }
