@@ -82,6 +82,39 @@ func (s *Store) bumpSessionReplica(ctx context.Context, tx *wtx, sessionID strin
 	return gen, s.classify(err)
 }
 
+// stampTunnel gives the tunnel row id, written in this transaction, the next generation of the
+// replica holding the session. On PostgreSQL it is one statement, so that the replica's row,
+// which every bind and session of the replica writes, stays locked only for it and the commit
+// rather than across round trips; SQLite runs one writer at a time anyway. A session of a
+// replica without a row leaves the row at 0, as bumpSessionReplica gives.
+func (s *Store) stampTunnel(ctx context.Context, tx *wtx, sessionID, id string) error {
+	if !s.d.remote() {
+		gen, err := s.bumpSessionReplica(ctx, tx, sessionID)
+		if err != nil || gen == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_tunnels SET gen = ? WHERE id = ?`), gen, id)
+		return s.classify(err)
+	}
+	_, err := tx.ExecContext(ctx, s.d.rebind(`WITH g AS (UPDATE agent_replicas SET gen = gen + 1
+		WHERE replica = (SELECT replica FROM agent_sessions WHERE id = ?) RETURNING gen)
+		UPDATE agent_tunnels SET gen = g.gen FROM g WHERE agent_tunnels.id = ?`), sessionID, id)
+	return s.classify(err)
+}
+
+// touchBumpReplica is touchReplica that also moves the generation of an existing row, in one
+// statement, and returns the generation: the replica's rows are about to change.
+func (s *Store) touchBumpReplica(ctx context.Context, tx *wtx, replica string) (int64, error) {
+	addr, _ := s.peerAddrs.Load(replica)
+	peer, _ := addr.(string)
+	now := time.Now()
+	var gen int64
+	err := tx.QueryRowContext(ctx, s.d.rebind(`INSERT INTO agent_replicas (replica, seen_at, peer_addr, gen) VALUES (?, ?, ?, ?)
+		ON CONFLICT (replica) DO UPDATE SET seen_at = excluded.seen_at, peer_addr = excluded.peer_addr, gen = agent_replicas.gen + 1
+		RETURNING gen`), replica, ep.FormatTime(now), peer, now.UnixMicro()).Scan(&gen)
+	return gen, s.classify(err)
+}
+
 // onlineEndpoint is the first online bind of the account's endpoint (name and protocol) other
 // than the row id, on any replica alive within LiveTolerance.
 const onlineEndpoint = `SELECT t.pooled, t.tls_digest FROM agent_tunnels t JOIN agent_sessions s ON s.id = t.session_id

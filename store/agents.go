@@ -149,6 +149,9 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeove
 		// tunnels are gone: its generation moves, last, so that its row, which every agent
 		// leaving that replica updates, is locked only for this transaction's commit (a rolling
 		// restart moves all its agents at once).
+		// This replica's row is locked last too, but for the rows kept: every agent arriving here
+		// writes it, and all of a handover's arrive within moments, so each holds it only for
+		// its last statements and its commit.
 		held, err := s.sessionReplica(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND credential_id = ?`, r.ID, r.CredentialID)
 		if err != nil {
 			return err
@@ -157,9 +160,6 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeove
 			(SELECT id FROM agent_sessions WHERE id = ? AND credential_id = ?)`), r.ID, r.CredentialID); err != nil {
 			return s.classify(err)
 		}
-		if err := s.touchReplica(ctx, tx, r.Replica); err != nil {
-			return err
-		}
 		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_sessions (id, account_id, credential_id, replica, conn, seen_at, doc)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
 			seen_at = excluded.seen_at, doc = excluded.doc WHERE agent_sessions.credential_id = excluded.credential_id`),
@@ -167,10 +167,8 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeove
 		if err := affectedOne(s, res, err); err != nil {
 			return err
 		}
-		if held != "" {
-			if took, err = s.keepTunnels(ctx, tx, r); err != nil {
-				return err
-			}
+		if took, err = s.keepTunnels(ctx, tx, r, held != ""); err != nil {
+			return err
 		}
 		return s.bumpReplica(ctx, tx, held)
 	})
@@ -299,10 +297,9 @@ func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
 				return err
 			}
 		}
-		gen, err := s.bumpSessionReplica(ctx, tx, r.SessionID)
-		if err != nil {
-			return err
-		}
+		// The row is written at generation 0 and given its replica's next one last (stampTunnel):
+		// the replica's row, which every bind on the replica writes, is locked only for that
+		// statement and the commit. No one sees the 0: the row is not committed before.
 		res, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO agent_tunnels (id, session_id, account_id, name, zone, doc,
 			proto, labels, pooled, tls_digest, opts, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, name = excluded.name, zone = excluded.zone, doc = excluded.doc,
@@ -310,8 +307,11 @@ func (s *Store) PutAgentTunnel(ctx context.Context, r AgentTunnelRow) error {
 			opts = excluded.opts, gen = excluded.gen
 			WHERE agent_tunnels.account_id = excluded.account_id`),
 			r.ID, r.SessionID, r.AccountID, name, zoneOf(name), string(r.Doc),
-			r.Proto, routes.labels, routes.pooled, r.TLSDigest, routes.opts, gen)
-		return affectedOne(s, res, err)
+			r.Proto, routes.labels, routes.pooled, r.TLSDigest, routes.opts, 0)
+		if err := affectedOne(s, res, err); err != nil {
+			return err
+		}
+		return s.stampTunnel(ctx, tx, r.SessionID, r.ID)
 	})
 }
 

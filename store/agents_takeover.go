@@ -26,31 +26,40 @@ type KeptTunnel struct {
 	Labels          map[string]string
 }
 
-// keepTunnels lists the tunnel rows the session r took over and gives them a new generation of
-// r's replica, which now lists them: the other replicas read them from there.
-func (s *Store) keepTunnels(ctx context.Context, tx *wtx, r AgentSessionRow) (Takeover, error) {
-	rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT id, proto, name, labels FROM agent_tunnels WHERE session_id = ?`), r.ID)
-	if err != nil {
-		return Takeover{}, s.classify(err)
-	}
+// keepTunnels lists the tunnel rows the session r took over (held: its row was another
+// connection's) and gives them a new generation of r's replica, which now lists them: the other
+// replicas read them from there. It marks r's replica alive (touchReplica) in any case, with the
+// same statement that moves its generation when rows were kept, after reading them: the replica's
+// row is the one every agent arriving there writes, held from here to the commit.
+func (s *Store) keepTunnels(ctx context.Context, tx *wtx, r AgentSessionRow, held bool) (Takeover, error) {
 	var took Takeover
-	for rows.Next() {
-		var k KeptTunnel
-		var labels string
-		if err := rows.Scan(&k.ID, &k.Proto, &k.Name, &labels); err != nil {
-			rows.Close()
+	if held {
+		rows, err := tx.QueryContext(ctx, s.d.rebind(`SELECT id, proto, name, labels FROM agent_tunnels WHERE session_id = ?`), r.ID)
+		if err != nil {
 			return Takeover{}, s.classify(err)
 		}
-		if labels != "" && json.Unmarshal([]byte(labels), &k.Labels) != nil {
-			k.Labels = nil // not this package's JSON: listed without labels, so no bind takes it
+		for rows.Next() {
+			var k KeptTunnel
+			var labels string
+			if err := rows.Scan(&k.ID, &k.Proto, &k.Name, &labels); err != nil {
+				rows.Close()
+				return Takeover{}, s.classify(err)
+			}
+			if labels != "" && json.Unmarshal([]byte(labels), &k.Labels) != nil {
+				k.Labels = nil // not this package's JSON: listed without labels, so no bind takes it
+			}
+			took.Tunnels = append(took.Tunnels, k)
 		}
-		took.Tunnels = append(took.Tunnels, k)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return Takeover{}, s.classify(err)
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(took.Tunnels) == 0 {
-		return Takeover{}, s.classify(err)
+	if len(took.Tunnels) == 0 {
+		return Takeover{}, s.touchReplica(ctx, tx, r.Replica)
 	}
-	if took.Gen, err = s.bumpSessionReplica(ctx, tx, r.ID); err != nil {
+	var err error
+	if took.Gen, err = s.touchBumpReplica(ctx, tx, r.Replica); err != nil {
 		return Takeover{}, err
 	}
 	_, err = tx.ExecContext(ctx, s.d.rebind(`UPDATE agent_tunnels SET gen = ? WHERE session_id = ?`), took.Gen, r.ID)
