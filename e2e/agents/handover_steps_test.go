@@ -92,6 +92,9 @@ func TestHandoverStepsPostgres(t *testing.T) {
 			if at.After(last) {
 				last = at
 			}
+			// When the agent's session started (or its bind went online), counted from the
+			// old process's drain: the agents' reconnecting is in it, not only the store.
+			steps[kind+" after_drain"] = append(steps[kind+" after_drain"], at.Sub(draining.UTC()))
 		}
 		for _, a := range stepAttrRE.FindAllStringSubmatch(m[4], -1) {
 			if d, err := time.ParseDuration(a[2]); err == nil {
