@@ -149,9 +149,8 @@ func (s *Store) PutAgentSession(ctx context.Context, r AgentSessionRow) (Takeove
 		// tunnels are gone: its generation moves, last, so that its row, which every agent
 		// leaving that replica updates, is locked only for this transaction's commit (a rolling
 		// restart moves all its agents at once).
-		// This replica's row is locked last too, but for the rows kept: every agent arriving here
-		// writes it, and all of a handover's arrive within moments, so each holds it only for
-		// its last statements and its commit.
+		// This replica's row is written late too (keepTunnels), in one statement: every agent
+		// arriving here writes it, and all of a handover's arrive within moments.
 		held, err := s.sessionReplica(ctx, tx, `SELECT replica FROM agent_sessions WHERE id = ? AND credential_id = ?`, r.ID, r.CredentialID)
 		if err != nil {
 			return err
