@@ -58,6 +58,13 @@ func (s *WSTCP) Wrap(next http.Handler) http.Handler {
 	})
 }
 
+// CarriesRaw reports whether a websocket_tcp_converter stage marked r, so that CarryRaw would
+// carry it: a caller may then prepare for the raw stream what the usual path never needs.
+func CarriesRaw(r *http.Request) bool {
+	_, ok := r.Context().Value(rawCarrierKey{}).(rawCarrier)
+	return ok
+}
+
 // CarryRaw is called by the final handler once it has chosen a backend that is reached by
 // dialing: when a websocket_tcp_converter stage marked the request, CarryRaw carries it as a raw
 // stream over dial and reports true (the request is answered); otherwise it does nothing and

@@ -96,7 +96,7 @@ func (p *proxy) routeFinal() http.Handler {
 			enforce.ErrorPage(w, r, http.StatusServiceUnavailable, 6515, "No tunnel or backend of route "+er.route.ID+" is available to take this request.")
 		case t.respond != nil:
 			respond(w, t.respond)
-		case enforce.CarryRaw(r, t.dial):
+		case p.s.carryRaw(r, t.dial):
 			// websocket_tcp_converter: the websocket was carried as a raw stream
 		default:
 			t.account = er.edge.Account

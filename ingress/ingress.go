@@ -168,6 +168,9 @@ type Server struct {
 	conns map[net.Conn]bool
 	// routing counts the conns true there.
 	routing int
+	// httpRouting counts the public HTTP requests routing (routing.go): one atomic add at a
+	// request's start and end, and two more if it has a stream to an agent.
+	httpRouting atomic.Int64
 	// tcpEdges are the TCP edges' ports, open and failing (tcpedges.go).
 	tcpEdges tcpEdges
 
@@ -225,6 +228,8 @@ func (s *Server) newHTTPServer(proto string) *http.Server {
 	return &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			count.Add(1)
+			s.httpRouting.Add(1)
+			defer s.httpRouting.Add(-1) // also when the proxy aborts the handler (http.ErrAbortHandler)
 			if r.Body != nil && r.Body != http.NoBody {
 				// The body's reads are bounded from its head on, also when no read of it goes
 				// through the proxy's idle bound (dialInfo.bound): a request answered here (an

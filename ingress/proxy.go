@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplane/edgeplane/enforce"
@@ -100,6 +101,10 @@ type dialInfo struct {
 	copies copyPool
 	// body is the request's body under the body timeout (bound), when it has one.
 	body idleBody
+	// routing is the server's count of HTTP requests routing, which the request leaves once it
+	// has its stream (routed); carried tells it did, until the proxy has answered (routing.go).
+	routing *atomic.Int64
+	carried bool
 }
 
 // Drainer is what an Endpoint of another replica that is draining after a handover also has:
@@ -170,6 +175,7 @@ func (p *proxy) RoundTrip(r *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	if info != nil && info.static {
+		info.routed() // a static backend is no agent's: no drain retires it
 		resp, err = p.tr.RoundTrip(r)
 	} else {
 		resp, err = p.st.RoundTrip(r)
@@ -264,7 +270,7 @@ func (p *proxy) endpointFinal(ep Endpoint, proto string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		clientAddr := r.RemoteAddr
 		dial := func(ctx context.Context) (net.Conn, error) { return ep.Dial(ctx, clientAddr, proto, "", false) }
-		if enforce.CarryRaw(r, dial) {
+		if p.s.carryRaw(r, dial) {
 			return // websocket_tcp_converter: the websocket was carried as a raw stream
 		}
 		p.forward(w, r, proto, target{key: key, dial: dial, once: draining(ep), account: ep.AccountID()})
@@ -280,8 +286,9 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, proto string, t 
 		connID = c.ID
 	}
 	ctx := &dialContext{Context: r.Context(), info: dialInfo{dial: t.dial, proto: proto, once: t.once, static: t.static,
-		rp: *p.rp, copies: copyPool{copies: p.bulk, account: t.account}}}
+		rp: *p.rp, copies: copyPool{copies: p.bulk, account: t.account}, routing: &p.s.httpRouting}}
 	info := &ctx.info
+	defer info.answered() // also when the proxy aborts the handler (http.ErrAbortHandler)
 	info.rp.BufferPool = &info.copies
 	r = r.WithContext(ctx)
 	info.bound(w, r, p.s.bodyTimeout())

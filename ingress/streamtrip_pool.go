@@ -23,6 +23,7 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 			break
 		}
 		if sc.fresh() {
+			info.routed()
 			return sc, true, nil
 		}
 		sc.close()
@@ -31,6 +32,7 @@ func (t *streamTransport) get(ctx context.Context, key string, info *dialInfo) (
 	if err != nil {
 		return nil, false, err
 	}
+	info.routed()
 	sc = &streamConn{t: t, key: key, c: c, watched: make(chan error, 1)}
 	sc.br = bufio.NewReaderSize(sc, 4<<10)
 	sc.sw = &streamWriter{c: c}

@@ -133,8 +133,9 @@ func (d *dataPlane) drain(ctx context.Context) (cut int) {
 	case <-settle.C:
 	case <-ctx.Done():
 	}
-	// A TCP or TLS connection accepted before the listeners closed may still be looking for its
-	// agent: its stream, once open, holds the agent's session (pubDone says nothing of them).
+	// A TCP or TLS connection accepted before the listeners closed, or an HTTP request received
+	// before, may still be looking for its agent (a request's traffic policy or sign-in may take
+	// longer than drainSettle): its stream, once open, holds the agent's session.
 	d.pub.AwaitRouted(ctx)
 	// The proxy's idle streams to agents, kept for a next request, would hold their sessions
 	// open: close them as the requests in flight finish.
