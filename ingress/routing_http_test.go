@@ -8,6 +8,10 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/edgeplane/edgeplane/enforce"
 )
 
 // TestAwaitRoutedWaitsForRequestsLookingForTheirAgent: a drain waits (AwaitRouted) while an
@@ -139,5 +143,75 @@ func closeOnce(ch chan struct{}) {
 	case <-ch:
 	default:
 		close(ch)
+	}
+}
+
+// wsGatedEndpoint is a gatedEndpoint whose module is websocket_tcp_converter: its websockets are
+// carried as raw streams over its (gated) Dial.
+type wsGatedEndpoint struct{ *gatedEndpoint }
+
+func (e *wsGatedEndpoint) HTTPHandler(build func() http.Handler) http.Handler {
+	return enforce.NewWSTCP().Wrap(build())
+}
+
+// TestAwaitRoutedWaitsForRawWebsocketDial: a websocket that websocket_tcp_converter carries as
+// a raw stream holds a drain (AwaitRouted) while it dials its agent, and no longer once its
+// stream is open, though the websocket goes on being carried.
+func TestAwaitRoutedWaitsForRawWebsocketDial(t *testing.T) {
+	a := &wsGatedEndpoint{&gatedEndpoint{agentEndpoint: &agentEndpoint{account: "acct_a", upstream: echoUpstream(t, "a", true)},
+		dialing: make(chan struct{}), release: make(chan struct{})}}
+	t.Cleanup(func() { closeOnce(a.release) })
+	srv := New(Config{Lookup: func(proto, host string) Endpoint {
+		if proto == "http" && host == "ws.example.com" {
+			return a
+		}
+		return nil
+	}})
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.ServeHTTP(ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type dialed struct {
+		c   *websocket.Conn
+		err error
+	}
+	ws := make(chan dialed, 1)
+	go func() {
+		c, _, err := websocket.Dial(ctx, "ws://"+ln.Addr().String()+"/", &websocket.DialOptions{Host: "ws.example.com"})
+		ws <- dialed{c, err}
+	}()
+	select {
+	case <-a.dialing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the websocket never dialed its agent")
+	}
+	done := make(chan struct{})
+	go func() { srv.AwaitRouted(ctx); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("AwaitRouted returned while the websocket was still dialing its agent")
+	case <-time.After(300 * time.Millisecond):
+	}
+	closeOnce(a.release)
+	got := <-ws
+	if got.err != nil {
+		t.Fatalf("websocket: %v", got.err)
+	}
+	defer got.c.CloseNow()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("AwaitRouted did not return once the websocket had its stream")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("AwaitRouted returned only at its deadline")
+	}
+	_, msg, err := got.c.Read(ctx)
+	if err != nil || string(msg) != "a" {
+		t.Fatalf("the websocket after AwaitRouted: %q, %v; want the agent's a", msg, err)
 	}
 }
