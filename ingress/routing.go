@@ -17,7 +17,6 @@ import (
 // the successor, which this process cannot reach) and be closed with nothing carried. So the
 // drain waits for the routing connections first (AwaitRouted): the stream each opens holds its
 // session until the connection is done.
-
 //
 // A public HTTP request is routing in the same way, from its handler's start until the proxy
 // has its stream to the agent (a new one dialled, or an idle one of its connection taken from
