@@ -145,6 +145,17 @@ type tcpListener struct {
 	account string
 }
 
+// SetAccount makes the connections the listener accepts from now on count against account
+// (netx.SetAccount): a tcp endpoint's address that passes to another account keeps its port's
+// socket, so nothing waiting in its backlog is reset and a socket a handover passed on stays
+// in use (it cannot be bound again while the old process holds it).
+func (l *tcpListener) SetAccount(account string) {
+	netx.SetAccount(l.ln, account)
+	l.s.mu.Lock()
+	l.account = account
+	l.s.mu.Unlock()
+}
+
 func (l *tcpListener) Close() error {
 	l.s.mu.Lock()
 	delete(l.s.lns, l.ln)
