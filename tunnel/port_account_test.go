@@ -201,3 +201,40 @@ func TestTCPPortAccountAcrossReplicas(t *testing.T) {
 		t.Fatalf("a's connection on replica 2 counted against %q, want a's account %q (b is %q)", got, c.accounts["a"], c.accounts["b"])
 	}
 }
+
+// TestRandomBindLeavesAnotherAccountsPort: while account a's random-port bind holds the only
+// port of the range (its row not written yet), account b's random bind does not share that
+// port's listener: it is refused with ERR_NGROK_325 (no free TCP port), and nothing is bound
+// for b; once a's bind lets go, b's bind takes the port.
+func TestRandomBindLeavesAnotherAccountsPort(t *testing.T) {
+	c := newCluster(t)
+	const host = "127.0.0.9"
+	port := freePort(t, host)
+	c.settings.TCPPortMin, c.settings.TCPPortMax = port, port
+	r := c.replica("rep_1", host, time.Hour)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	hA, err := r.gw.ports.acquireRandom(addr, c.accounts["a"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := r.connect("b")
+	ctx := context.Background()
+	if tun, err := sess.Listen(ctx, config.TCPEndpoint()); err == nil || !strings.Contains(err.Error(), "ERR_NGROK_325") {
+		if err == nil {
+			tun.Close()
+		}
+		t.Fatalf("b's random bind beside a's hold of the only port: %v, want ERR_NGROK_325", err)
+	}
+	if r.gw.Online("tcp", addr) {
+		t.Fatal("b's refused bind is online")
+	}
+	hA.Close()
+	tun, err := sess.Listen(ctx, config.TCPEndpoint())
+	if err != nil {
+		t.Fatalf("b's random bind once the port is free: %v", err)
+	}
+	defer tun.Close()
+	if tun.URL() != "tcp://"+addr {
+		t.Fatalf("b's random bind took %s, want %s", tun.URL(), addr)
+	}
+}
