@@ -210,12 +210,12 @@ func readBodyForToken(w http.ResponseWriter, r *http.Request, within time.Durati
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, false
 	}
-	lift := boundBodyTime(w, within)
-	b, err := io.ReadAll(io.LimitReader(r.Body, jwtMaxBody+1))
+	body := boundBodyTime(w, r, within)
+	b, err := io.ReadAll(io.LimitReader(body, jwtMaxBody+1))
 	if timedOut(err) {
 		return nil, true
 	}
-	lift()
+	body.lift()
 	r.Body = struct {
 		io.Reader
 		io.Closer

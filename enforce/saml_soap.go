@@ -29,8 +29,8 @@ const maxSOAPBody = 64 << 10
 
 // soapLogout takes a back-channel LogoutRequest (saml.IsSOAPRequest).
 func (s *SAML) soapLogout(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxSOAPBody)
-	lift := boundBodyTime(w, s.bodyTimeout)
+	timed := boundBodyTime(w, r, s.bodyTimeout)
+	r.Body = http.MaxBytesReader(w, timed, maxSOAPBody)
 	body, err := io.ReadAll(r.Body)
 	var tooBig *http.MaxBytesError
 	switch {
@@ -44,7 +44,7 @@ func (s *SAML) soapLogout(w http.ResponseWriter, r *http.Request) {
 		SignInFailed(w, r, http.StatusBadRequest, "The identity provider's SOAP logout request could not be read.")
 		return
 	}
-	lift()
+	timed.lift()
 	req, err := s.sp.ParseXMLSOAPLogoutRequest(body)
 	if err != nil || req.NameID == nil || req.NameID.Value == "" {
 		// Not authenticated as the IdP's: no InResponseTo, since its ID cannot be trusted.

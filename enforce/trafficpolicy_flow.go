@@ -32,6 +32,10 @@ type ConnInfo struct {
 	// listeners that accepted it, so that each set of listeners counts only its own; nil counts
 	// nothing.
 	Errors *ErrorCounter
+	// BodyIdle is the longest the listener lets a read of a request body wait for the client
+	// (0: no bound). A module that reads part of a body under its own bound puts this one back
+	// when it is done, so that what is left of the body is never read without a bound.
+	BodyIdle time.Duration
 }
 
 // ByteCounter is a public connection that counts its bytes (the listener wraps the

@@ -171,8 +171,8 @@ type heldBody struct {
 // BodyReadTimeout), answering the refusal itself (400, or 408 too slow) and reporting false when
 // it could not.
 func wafReadBody(w http.ResponseWriter, r *http.Request, typ string, within time.Duration) (*http.Request, bool) {
-	lift := boundBodyTime(w, within)
-	held, err := io.ReadAll(io.LimitReader(r.Body, MaxWAFBody))
+	body := boundBodyTime(w, r, within)
+	held, err := io.ReadAll(io.LimitReader(body, MaxWAFBody))
 	if err != nil {
 		if timedOut(err) {
 			ErrorPage(w, r, http.StatusRequestTimeout, 3903, "The request body did not arrive in time for action type "+typ+".")
@@ -181,7 +181,7 @@ func wafReadBody(w http.ResponseWriter, r *http.Request, typ string, within time
 		}
 		return nil, false
 	}
-	lift()
+	body.lift()
 	r2 := new(http.Request)
 	*r2 = *r
 	r2.Body = &heldBody{Reader: io.MultiReader(bytes.NewReader(held), r.Body), Closer: r.Body, held: held}

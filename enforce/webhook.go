@@ -121,10 +121,10 @@ func (v *WebhookVerification) Verify(w http.ResponseWriter, r *http.Request) boo
 		ErrorPage(w, r, http.StatusRequestEntityTooLarge, WebhookCode, fmt.Sprintf("The request body is larger than the %d bytes webhook verification reads.", MaxWebhookBody))
 		return false
 	}
-	lift := boundBodyTime(w, v.within)
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxWebhookBody+1))
+	timed := boundBodyTime(w, r, v.within)
+	body, err := io.ReadAll(io.LimitReader(timed, MaxWebhookBody+1))
 	if err == nil && len(body) <= MaxWebhookBody {
-		lift()
+		timed.lift()
 	}
 	if timedOut(err) {
 		ErrorPage(w, r, http.StatusRequestTimeout, WebhookCode, "The request body did not arrive in time for webhook verification.")

@@ -42,10 +42,11 @@ const (
 // connContext gives each public connection a number, part of the key of its agent streams,
 // records the connection for the limiter (netx.ClaimContext), and records it, when it was
 // accepted and how to find the certificate it was served for the traffic policies of its
-// requests (close-connection, conn.ts.start, conn.tls.server.*), and the server's counter of
-// error pages (enforce.ErrorPage counts its requests' answers there).
+// requests (close-connection, conn.ts.start, conn.tls.server.*), the server's counter of error
+// pages (enforce.ErrorPage counts its requests' answers there), and the body timeout, which a
+// module that bounded its own read of a body puts back for the rest of it.
 func (s *Server) connContext(ctx context.Context, c net.Conn) context.Context {
-	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now(), Errors: &s.errorPages}
+	info := &enforce.ConnInfo{ID: s.connSeq.Add(1), Conn: c, Start: time.Now(), Errors: &s.errorPages, BodyIdle: s.bodyTimeout()}
 	if _, ok := c.(*tls.Conn); ok {
 		info.Served = s.served
 	}

@@ -18,6 +18,14 @@ type InheritedPorts interface {
 	Take(port int) net.Listener
 }
 
+// TCPListener is an open TCP endpoint's or edge's listener. A tcp endpoint's address can pass
+// to another account while its port stays open (its binds here and on other replicas share the
+// port): SetAccount moves whom its connections count against without closing the socket.
+type TCPListener interface {
+	io.Closer
+	SetAccount(account string)
+}
+
 // ListenTCP opens the public listener of account's tcp endpoint (or TCP edge) on port of the
 // TCP listen host and hands each connection to serve. Its connections count against the
 // account from their accepting (netx.Limiter.ListenAccount): past the account's share of the
@@ -30,7 +38,7 @@ type InheritedPorts interface {
 // edgeplane of the same user on the host would silently receive some of this one's tenants'
 // connections. A handover's successor does not bind its predecessor's ports beside it: it
 // takes the sockets themselves (Config.Inherited).
-func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (io.Closer, error) {
+func (s *Server) ListenTCP(port int, account string, serve func(net.Conn)) (TCPListener, error) {
 	addr := net.JoinHostPort(s.cfg.TCPHost, strconv.Itoa(port))
 	raw, err := s.inheritedTCP(port, addr)
 	if err != nil {
@@ -143,6 +151,17 @@ type tcpListener struct {
 	raw     *net.TCPListener // the socket itself, for a handover
 	port    int
 	account string
+}
+
+// SetAccount makes the connections the listener accepts from now on count against account
+// (netx.SetAccount): a tcp endpoint's address that passes to another account keeps its port's
+// socket, so nothing waiting in its backlog is reset and a socket a handover passed on stays
+// in use (it cannot be bound again while the old process holds it).
+func (l *tcpListener) SetAccount(account string) {
+	netx.SetAccount(l.ln, account)
+	l.s.mu.Lock()
+	l.account = account
+	l.s.mu.Unlock()
 }
 
 func (l *tcpListener) Close() error {

@@ -152,7 +152,7 @@ func openPostgres(ctx context.Context, dsn string, opts Options) (*Store, error)
 		db.Close()
 		return nil, fmt.Errorf("store: connect to PostgreSQL at %s: %w", redact(u), err)
 	}
-	st := &Store{d: pgDialect{}, w: db, r: db, pool: n}
+	st := &Store{d: pgDialect{}, w: db, r: db}
 	st.notify = newNotifier(st, u.String())
 	return st, nil
 }

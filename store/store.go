@@ -120,8 +120,6 @@ type Store struct {
 	// writer, no lock upgrades) and r is a read-only pool; on engines with real concurrency both
 	// may be the same pool.
 	w, r *sql.DB
-	// pool is the size of w's pool on PostgreSQL (WarmPool opens it); 0 on SQLite.
-	pool int
 	q    queries
 	// rd runs the object code's reads. (The writer's prepared statements belong to the
 	// committer, which holds the writer's connection.)

@@ -260,9 +260,9 @@ func (s *session) resolveAddr(t *Tunnel, o *bindOpts) *bindError {
 				continue
 			}
 			t.addr = a
-			l, err := s.gw.ports.acquire(a, s.cred.AccountID)
+			l, err := s.gw.ports.acquireRandom(a, s.cred.AccountID)
 			if err != nil {
-				continue
+				continue // in use, by another program or for another account's endpoint
 			}
 			t.listener, t.url, t.randomPort, t.drawnPort = l, "tcp://"+a, true, true
 			return nil
@@ -379,15 +379,18 @@ func (s *session) register(ctx context.Context, t *Tunnel) *bindError {
 	}
 	if t.opensPort() && first {
 		l := t.listener // a random port's, opened while choosing it
-		if l == nil {
-			var err error
-			if l, err = s.gw.ports.acquire(t.addr, s.cred.AccountID); err != nil {
+		if h, ok := l.(*portHandle); ok {
+			h.confirm() // its row is written: the port serves this account
+		} else if l == nil {
+			h, err := s.gw.ports.acquire(t.addr, s.cred.AccountID)
+			if err != nil {
 				s.gw.Registry.remove(t)
 				undo()
 				unrow()
 				port, _ := portOf(t.addr)
 				return refuse(ep.AgentCodeBadBind, "edgeplane cannot listen on port %d for %s: %v", port, t.url, err)
 			}
+			l = h
 		}
 		t.listener = nil // the registry owns it from here, for every bind of the endpoint
 		s.gw.Registry.setTCPListener(t.addr, l)

@@ -19,6 +19,15 @@ import (
 	"github.com/edgeplane/edgeplane/store"
 )
 
+// TCPListener is a tcp endpoint's public listener (ingress.Server.ListenTCP's). Its port is
+// shared by the binds of its address here and on other replicas, and passes from one account
+// to another: SetAccount makes the connections it accepts from then on count against the new
+// one, keeping its socket open.
+type TCPListener interface {
+	io.Closer
+	SetAccount(account string)
+}
+
 // Config is what the gateway needs of its deployment.
 type Config struct {
 	Store Store
@@ -31,7 +40,7 @@ type Config struct {
 	// ListenTCP opens the public listener of an account's tcp bind on port, handing each
 	// accepted connection to serve; the public listeners own it (ingress.ListenTCP), and count
 	// its connections against the account. Nil refuses tcp binds.
-	ListenTCP func(port int, account string, serve func(net.Conn)) (io.Closer, error)
+	ListenTCP func(port int, account string, serve func(net.Conn)) (TCPListener, error)
 	// Awaited, when set, reports whether port's socket waits for the endpoint that held it
 	// before a handover (its agent has not bound it again here yet): a random port's bind
 	// leaves such a port alone, or it would take the returning endpoint's socket and port.

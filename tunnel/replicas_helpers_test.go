@@ -42,6 +42,9 @@ type cluster struct {
 	awaited func(port int) bool
 	// quotas are the replicas' started after it is set.
 	quotas Quotas
+	// accepted, when set before a replica starts, is told of each connection its tcp
+	// endpoints' listeners accept: on which host and port, counted against which account.
+	accepted func(host string, port int, account string)
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -116,7 +119,7 @@ func (c *cluster) replica(id, tcpHost string, interval time.Duration) *replica {
 	}
 	cert, pool := selfSigned(t, "agents.test")
 	gw = New(Config{Store: c.st, Settings: c.settings, Replica: id, Version: "test", Link: r.link,
-		DirectoryInterval: interval, ListenTCP: listenOn(tcpHost), Awaited: c.awaited, Logger: testLogger(t),
+		DirectoryInterval: interval, ListenTCP: listenCounting(tcpHost, r.accepted), Awaited: c.awaited, Logger: testLogger(t),
 		OnPeerDraining: func() { r.peerDrains.Add(1) }, Quotas: c.quotas,
 		TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
 	r.gw, r.pool = gw, pool
@@ -130,6 +133,13 @@ func (c *cluster) replica(id, tcpHost string, interval time.Duration) *replica {
 	return r
 }
 
+// accepted tells the cluster's accepted of a connection of the replica's tcp listeners.
+func (r *replica) accepted(port int, account string) {
+	if r.c.accepted != nil {
+		r.c.accepted(r.tcpHost, port, account)
+	}
+}
+
 // stop ends the replica: its agents' sessions, its link.
 func (r *replica) stop() {
 	r.gw.Close()
@@ -137,15 +147,42 @@ func (r *replica) stop() {
 }
 
 // listenOn is ListenTCP on host.
-func listenOn(host string) func(int, string, func(net.Conn)) (io.Closer, error) {
-	return func(port int, _ string, serve func(net.Conn)) (io.Closer, error) {
+func listenOn(host string) func(int, string, func(net.Conn)) (TCPListener, error) {
+	return listenCounting(host, nil)
+}
+
+// listenCounting is ListenTCP on host that tells accepted, when set, the account each
+// connection counts against as it is accepted (which ingress.ListenTCP's limiter charges).
+func listenCounting(host string, accepted func(port int, account string)) func(int, string, func(net.Conn)) (TCPListener, error) {
+	return func(port int, account string, serve func(net.Conn)) (TCPListener, error) {
 		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			return nil, err
 		}
-		go func() { _ = netx.Serve(ln, serve) }()
-		return ln, nil
+		l := &accountListener{Listener: ln, port: port, accepted: accepted}
+		l.SetAccount(account)
+		go func() { _ = netx.Serve(l, serve) }()
+		return l, nil
 	}
+}
+
+// accountListener is a tcp endpoint's listener of the tests, with the account it counts
+// its connections against.
+type accountListener struct {
+	net.Listener
+	port     int
+	account  atomic.Pointer[string]
+	accepted func(port int, account string)
+}
+
+func (l *accountListener) SetAccount(account string) { l.account.Store(&account) }
+
+func (l *accountListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil && l.accepted != nil {
+		l.accepted(l.port, *l.account.Load())
+	}
+	return c, err
 }
 
 // connect opens an agent session of the account on the replica.

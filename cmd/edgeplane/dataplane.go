@@ -353,7 +353,7 @@ func (d *dataPlane) start(ctx context.Context, f *dataPlaneFlags, st *store.Stor
 		Store:     st,
 		TLS:       &tls.Config{Certificates: []tls.Certificate{*agentCert}, MinVersion: tls.VersionTLS12},
 		Settings:  settings,
-		ListenTCP: d.pub.ListenTCP,
+		ListenTCP: d.listenTCP,
 		Awaited:   d.inheritedTCP.holds,
 		TCPIdle:   d.iso.tcpIdle,
 		Quotas:    d.iso.resolve(settings),
@@ -418,6 +418,12 @@ func (d *dataPlane) tcpListeners() map[int]*net.TCPListener {
 		}
 	}
 	return lns
+}
+
+// listenTCP is the gateway's Config.ListenTCP: the public listeners' (ingress), whose
+// listeners move to another account when their address does (tunnel.TCPListener).
+func (d *dataPlane) listenTCP(port int, account string, serve func(net.Conn)) (tunnel.TCPListener, error) {
+	return d.pub.ListenTCP(port, account, serve)
 }
 
 func addrOf(ln net.Listener) string {

@@ -258,11 +258,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := st.CheckSecrets(ctx); err != nil {
 		return err
 	}
-	// Its agents arrive all at once (a handover's, a drained replica's): their writes find the
-	// pool's connections open rather than each opening one (store.WarmPool).
-	if n, err := st.WarmPool(ctx); err != nil {
-		log.Warn("store: could not open every connection of the pool ahead of use", "opened", n, "err", err)
-	}
 	// Before the store closes: ending the agents' sessions deletes their rows.
 	defer socks.dp.Close()
 	settings := cfg.settings

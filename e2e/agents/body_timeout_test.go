@@ -77,7 +77,7 @@ func (l *bodyLog) readOf(path string) string {
 	return l.read[path]
 }
 
-// bodyWorld is a server with a body timeout, account A's http endpoint and https endpoint and
+// bodyWorld is a server with a body timeout (and args), account A's http endpoint and https endpoint and
 // account B's http endpoint, each served by its account's agent.
 type bodyWorld struct {
 	*world
@@ -87,8 +87,8 @@ type bodyWorld struct {
 	secureClientA *http.Client
 }
 
-func newBodyWorld(t *testing.T, timeout time.Duration) *bodyWorld {
-	w := start(t, "--public-body-timeout", timeout.String())
+func newBodyWorld(t *testing.T, timeout time.Duration, args ...string) *bodyWorld {
+	w := start(t, append([]string{"--public-body-timeout", timeout.String()}, args...)...)
 	bw := &bodyWorld{world: w, a: newBodyLog(), b: newBodyLog(),
 		hostA: "body-a.edgeplane.app", hostB: "body-b.edgeplane.app", secureA: "body-a-tls.edgeplane.app"}
 	listen := func(w *world, l *bodyLog, name string, opts ...config.HTTPEndpointOption) {

@@ -18,7 +18,22 @@ import (
 // counts against the account from its accepting, and one over Limits.PerAccount is closed as
 // soon as it is accepted, before it takes a slot or makes room.
 func (l *Limiter) ListenAccount(ln net.Listener, account string) net.Listener {
-	return &listener{Listener: ln, l: l, done: make(chan struct{}), account: account}
+	al := &listener{Listener: ln, l: l, done: make(chan struct{})}
+	al.account.Store(&account)
+	return al
+}
+
+// SetAccount makes the connections a listener of ListenAccount accepts from now on count
+// against account. A TCP endpoint's port is one socket shared by the binds of its address
+// here and on other replicas; when the address passes to another account the socket stays
+// open (closing it would reset the connections waiting in its backlog, and a socket a
+// handover passed on cannot be bound again while the old process still holds it), and only
+// whom its connections count against changes. Connections accepted already keep their count.
+// It does nothing on a listener of Listen or ListenPending, which count against no account.
+func SetAccount(ln net.Listener, account string) {
+	if al, ok := ln.(*listener); ok && !al.pending && al.account.Load() != nil {
+		al.account.Store(&account)
+	}
 }
 
 // Claim counts the connection inside c against account, now that it has been routed to it; a

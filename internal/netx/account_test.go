@@ -230,3 +230,32 @@ func TestPipeIdle(t *testing.T) {
 		<-done
 	})
 }
+
+// TestSetAccount: once a listener's account is moved (its port passed to another account),
+// the connections it accepts count against the new account; those accepted before keep
+// theirs. A listener of no account is left without one.
+func TestSetAccount(t *testing.T) {
+	l := NewLimiter(Limits{Max: 8, PerAccount: 4})
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := l.ListenAccount(raw, "B")
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		_ = Serve(ln, func(c net.Conn) { _, _ = io.Copy(io.Discard, c); c.Close() })
+	}()
+	dial(t, raw.Addr().String())
+	waitFor(t, "the first connection counted against B", func() bool { return l.AccountConns("B") == 1 })
+	SetAccount(ln, "A")
+	dial(t, raw.Addr().String())
+	waitFor(t, "the second connection counted against A", func() bool { return l.AccountConns("A") == 1 })
+	if n := l.AccountConns("B"); n != 1 {
+		t.Fatalf("B counts %d connections after the move, want its first only", n)
+	}
+	plain := l.Listen(raw)
+	SetAccount(plain, "A")
+	if got := plain.(*listener).accountOf(); got != "" {
+		t.Fatalf("a listener of no account was given %q", got)
+	}
+}

@@ -36,7 +36,8 @@ func (ln *listener) acceptEvicting() (net.Conn, error) {
 		}
 		// Over its address's or its account's limit, it is closed before it takes a slot: it
 		// makes no room, closing nobody's connection for a client that would be refused.
-		if l.overAddr(c) || l.overAccount(ln.account) {
+		account := ln.accountOf() // once: the admission below counts against this one
+		if l.overAddr(c) || l.overAccount(account) {
 			c.Close()
 			continue
 		}
@@ -44,7 +45,7 @@ func (ln *listener) acceptEvicting() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		if lc := l.admit(c, ln.pending, ln.account); lc != nil {
+		if lc := l.admit(c, ln.pending, account); lc != nil {
 			return lc, nil
 		}
 		c.Close()

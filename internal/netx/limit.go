@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,8 +130,18 @@ type listener struct {
 	l       *Limiter
 	done    chan struct{}
 	once    sync.Once
-	pending bool   // connections start pending (see ListenPending)
-	account string // the account every connection is counted against (see ListenAccount)
+	pending bool // connections start pending (see ListenPending)
+	// account is the account every connection is counted against from its accepting (see
+	// ListenAccount): set once, or moved by SetAccount while the listener serves.
+	account atomic.Pointer[string]
+}
+
+// accountOf is the account a connection accepted now counts against ("" for none).
+func (ln *listener) accountOf() string {
+	if a := ln.account.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 // Accept waits for a free slot, then accepts the next connection whose address is within its
@@ -153,7 +164,7 @@ func (ln *listener) Accept() (net.Conn, error) {
 			ln.l.releaseSlot()
 			return nil, err
 		}
-		if lc := ln.l.admit(c, false, ln.account); lc != nil {
+		if lc := ln.l.admit(c, false, ln.accountOf()); lc != nil {
 			return lc, nil
 		}
 		c.Close()
