@@ -1,10 +1,7 @@
 package tunnel
 
 import (
-	"bufio"
 	"context"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,17 +34,7 @@ func TestRandomTCPPortComesBackToItsAgentOnly(t *testing.T) {
 	echoTCP(t, tun, "a")
 	addr := strings.TrimPrefix(tun.URL(), "tcp://")
 	port, _ := portOf(addr)
-	answer := func(host string) string {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 2*time.Second)
-		if err != nil {
-			return err.Error()
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-		_, _ = c.Write([]byte("ping\n"))
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return line
-	}
+	answer := func(host string) string { return pingPort(host, port) }
 	if got := answer(w.a.tcpHost); got != "a ping\n" {
 		t.Fatalf("A's listener on %s answered %q", addr, got)
 	}

@@ -111,15 +111,7 @@ func TestRandomTCPPortBackAfterLinkDrops(t *testing.T) {
 	}
 	answer := func(addr string) string {
 		port, _ := portOf(addr)
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 2*time.Second)
-		if err != nil {
-			return err.Error()
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-		_, _ = conn.Write([]byte("ping\n"))
-		line, _ := bufio.NewReader(conn).ReadString('\n')
-		return line
+		return pingPort("127.0.0.1", port)
 	}
 	for account, addr := range addrs {
 		if got := answer(addr); got != account+" ping\n" {
@@ -168,4 +160,18 @@ func TestCrashedAgentRestartsAtOnce(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ERR_NGROK_307") {
 		t.Errorf("account b's bind of the crashed agent's drawn port %s: %v; want ERR_NGROK_307", drawn, err)
 	}
+}
+
+// pingPort writes a line "ping" to host:port and returns the line that came back (echoTCP's
+// answer names its account), or the dial's error.
+func pingPort(host string, port int) string {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), 2*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = conn.Write([]byte("ping\n"))
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	return line
 }

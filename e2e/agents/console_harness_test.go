@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/edgeplane/edgeplane/internal/acceptguard"
 )
 
 // Helpers of the console's tests: a signed-in console client, the inspector's entries as its
@@ -167,21 +165,7 @@ func (cc *consoleClient) waitFor(what string, match func(inspected) bool) inspec
 }
 
 // echoConns answers every connection of l with "echo:" and what it read up to its end.
-func echoConns(l net.Listener) {
-	go func() {
-		for {
-			c, err := acceptguard.Listener{Listener: l}.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, _ := io.ReadAll(c)
-				_, _ = c.Write([]byte("echo:" + string(b)))
-			}()
-		}
-	}()
-}
+func echoConns(l net.Listener) { echoConnsAs(l, "echo:") }
 
 // pingConn writes "ping" on c, half-closes it, and returns what came back.
 func pingConn(t *testing.T, c net.Conn) string {
