@@ -62,20 +62,36 @@ type Options struct {
 	Zone, ZoneServer string
 }
 
+// handed are the ports FreePort has handed out in this test process.
+var handed = struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreePort returns a TCP port of 127.0.0.1 that was free a moment ago, for the servers whose
 // ports must be known before they start (Pebble validates challenges on fixed ports). It picks
 // at random below Linux's ephemeral range (32768-60999), which outbound connections draw from:
 // a port the kernel hands out for ":0" can be taken by any test's outgoing connection before
 // the server binds it, and parallel tests make hundreds of those.
+//
+// A port is handed out once per test process: the probe's listener is closed before the server
+// binds, so two draws in a row (Start takes four) could otherwise name the same free port, and
+// Pebble then found its DNS server on its own port.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	handed.mu.Lock()
+	defer handed.mu.Unlock()
 	for range 100 {
 		port := 20000 + mrand.IntN(12000)
+		if handed.ports[port] {
+			continue
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			continue
 		}
 		ln.Close()
+		handed.ports[port] = true
 		return port
 	}
 	t.Fatal("no free port in 20000-31999 after 100 tries")
