@@ -107,7 +107,9 @@ func newBodyWorld(t *testing.T, timeout time.Duration, args ...string) *bodyWorl
 }
 
 // send opens a connection to the HTTP listener and writes a request's head and the first part
-// of its body; it returns the connection, its reader and when the last byte was written.
+// of its body; it returns the connection, its reader and the time just before its last byte
+// was written (the server cannot have read it sooner: a time taken after the write may trail
+// the server's read by a scheduling delay).
 func (bw *bodyWorld) send(t *testing.T, head, first string) (net.Conn, *bufio.Reader, time.Time) {
 	t.Helper()
 	c, err := net.Dial("tcp", bw.http)
@@ -116,10 +118,11 @@ func (bw *bodyWorld) send(t *testing.T, head, first string) (net.Conn, *bufio.Re
 	}
 	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(eventuallyFloor))
+	sent := time.Now()
 	if _, err := io.WriteString(c, head+first); err != nil {
 		t.Fatal(err)
 	}
-	return c, bufio.NewReader(c), time.Now()
+	return c, bufio.NewReader(c), sent
 }
 
 // readWithin reads body to its end and closes it, closing it sooner if the end has not come
