@@ -105,20 +105,7 @@ func TestAwaitRoutedWaitsForRequestsLookingForTheirAgent(t *testing.T) {
 		t.Fatalf("a request for an unknown host: %+v, want 404 ERR_NGROK_3200", got)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	done := make(chan struct{})
-	go func() { srv.AwaitRouted(ctx); close(done) }()
-	select {
-	case <-done:
-		t.Fatal("AwaitRouted returned while A's request was still dialing its agent")
-	case <-time.After(300 * time.Millisecond):
-	}
-	closeOnce(a.release)
-	wait("AwaitRouted did not return once A's request had its stream", done)
-	if ctx.Err() != nil {
-		t.Fatal("AwaitRouted returned only at its deadline")
-	}
+	wantHeldUntil(t, srv, "A's request", func() { closeOnce(a.release) })
 
 	closeOnce(answerA)
 	closeOnce(slowB)

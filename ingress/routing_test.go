@@ -91,27 +91,34 @@ func TestAwaitRoutedWaitsForConnectionsLookingForTheirAgent(t *testing.T) {
 	if got := answerOf(t, portB); got != "b" {
 		t.Fatalf("B's connection while A's is dialing: %q", got)
 	}
+	wantHeldUntil(t, srv, "A's connection", func() { close(a.release) })
+	_ = connA.SetDeadline(time.Now().Add(20 * time.Second))
+	got := make([]byte, 1)
+	if _, err := io.ReadFull(connA, got); string(got) != "a" {
+		t.Fatalf("A's connection: %q (%v), want a", got, err)
+	}
+}
+
+// wantHeldUntil checks that srv.AwaitRouted waits while what is still dialing its agent, and
+// returns, well before its own deadline, once release has let that dial finish.
+func wantHeldUntil(t *testing.T, srv *Server, what string, release func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { srv.AwaitRouted(ctx); close(done) }()
 	select {
 	case <-done:
-		t.Fatal("AwaitRouted returned while A's connection was still dialing its agent")
+		t.Fatalf("AwaitRouted returned while %s was still dialing its agent", what)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(a.release)
+	release()
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		t.Fatal("AwaitRouted did not return once A's connection had its stream")
+		t.Fatalf("AwaitRouted did not return once %s had its stream", what)
 	}
 	if ctx.Err() != nil {
 		t.Fatal("AwaitRouted returned only at its deadline")
-	}
-	_ = connA.SetDeadline(time.Now().Add(20 * time.Second))
-	got := make([]byte, 1)
-	if _, err := io.ReadFull(connA, got); string(got) != "a" {
-		t.Fatalf("A's connection: %q (%v), want a", got, err)
 	}
 }
